@@ -1,0 +1,90 @@
+"""Entry point: ``python -m adaexplore_worker reference|candidate``.
+
+Requests arrive as JSON lines on stdin; each gets exactly one JSON line back on
+the protocol descriptor (ADAEXPLORE_PROTO_FD, default 3), so that whatever the
+candidate prints on stdout or stderr never corrupts the conversation.
+"""
+
+import json
+import os
+import platform
+import sys
+
+
+def _hello(role):
+    import torch
+    info = {"ok": True, "role": role, "python": platform.python_version(), "torch": torch.__version__,
+            "triton": None, "cuda_available": False, "gpu": None}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except Exception:
+        pass
+    return info
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] not in ("reference", "candidate"):
+        sys.stderr.write("usage: python -m adaexplore_worker reference|candidate\n")
+        return 2
+    role_name = argv[1]
+    proto = os.fdopen(int(os.environ.get("ADAEXPLORE_PROTO_FD", "3")), "w", buffering=1)
+    # Warm start: pay for the imports now, before any request; no CUDA context yet.
+    import torch  # noqa: F401
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        pass
+    torch.set_num_threads(max(1, int(os.environ.get("ADAEXPLORE_THREADS", "4"))))
+    if role_name == "reference":
+        from .reference import ReferenceRole
+        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_CACHE_BYTES", str(8 << 30))))
+    else:
+        from .candidate import CandidateRole
+        role = CandidateRole()
+    proto.write(json.dumps({"ok": True, "ready": role_name}) + "\n")
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "hello":
+                resp = _hello(role_name)
+                if req.get("device", "").startswith("cuda"):
+                    resp["cuda_available"] = torch.cuda.is_available()
+                    if resp["cuda_available"]:
+                        resp["gpu"] = torch.cuda.get_device_name(0)
+            elif op == "exit":
+                proto.write(json.dumps({"ok": True}) + "\n")
+                return 0
+            else:
+                handler = getattr(role, "op_" + str(op), None)
+                if handler is None:
+                    resp = {"ok": False, "status": "internal", "error": "unknown op %r" % op}
+                else:
+                    resp = handler(req)
+        except SystemExit:
+            raise
+        except BaseException as exc:  # report, never die silently
+            import traceback
+            resp = {"ok": False, "status": "internal",
+                    "error": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+        proto.write(json.dumps(_finite(resp), default=repr, allow_nan=False) + "\n")
+    return 0
+
+
+def _finite(obj):
+    """JSON has no NaN or infinity: those become null (the error text still says them)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

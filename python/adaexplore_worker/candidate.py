@@ -1,0 +1,183 @@
+"""The candidate role: hosts one ModelNew, runs it, writes its outputs for the trusted side."""
+
+import os
+import re
+
+import torch
+
+from . import common
+from . import guard as guard_mod
+
+_TRITON_DEF = re.compile(r"@triton\.(?:jit|autotune|heuristics)\b[^\n]*\n(?:\s*@[^\n]*\n|[^\n]*\n)*?\s*def\s+(\w+)\s*\(")
+_CUDA_DEF = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
+
+
+def own_kernel_names(source):
+    names = set(_TRITON_DEF.findall(source)) | set(_CUDA_DEF.findall(source))
+    return sorted(names)
+
+
+def classify(exc, phase):
+    """Map an exception to a verdict status."""
+    text = str(exc)
+    mod = type(exc).__module__ or ""
+    if "Error building extension" in text or "ninja" in text and "error" in text.lower():
+        return "compile_error", common.trim_compiler_output(text)
+    if mod.startswith("triton.compiler") or type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+        return "compile_error", common.error_text(exc)
+    if phase == "import":
+        return "compile_error", common.error_text(exc)
+    return "runtime_error", common.error_text(exc)
+
+
+class CandidateRole:
+    def __init__(self):
+        self.model = None
+        self.task = None
+        self.device = "cpu"
+        self.guard = None
+        self.counter = None
+        self.own = []
+
+    # -- helpers ---------------------------------------------------------
+    def _integrity(self):
+        """Flags for harness tampering, background threads or TF32 switched on."""
+        flags = {}
+        tampered = self.guard.tampered() if self.guard else []
+        if tampered:
+            flags["tampered"] = tampered
+        threads = self.guard.new_threads() if self.guard else []
+        if threads:
+            flags["threads"] = threads
+        if common.tf32_enabled():
+            flags["tf32"] = True
+        return flags
+
+    def _fail(self, status, error, **extra):
+        resp = {"ok": False, "status": status, "error": error}
+        resp.update(extra)
+        resp.update(self._integrity())
+        return resp
+
+    # -- operations ------------------------------------------------------
+    def op_load(self, req):
+        self.device = req["device"]
+        if req.get("extensions_dir"):
+            # CUDA extensions build here, keyed by the candidate's source: a
+            # candidate judged again (or resumed) never compiles twice.
+            os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
+        common.configure_numerics()
+        self.counter = guard_mod.LaunchCounter()
+        self.guard = guard_mod.Guard([common, guard_mod])
+        try:
+            self.task = common.load_module(req["task"], "adaexplore_task")
+        except Exception as exc:  # validated earlier, so this is an environment problem
+            return self._fail("runtime_error", "task failed to load: " + common.error_text(exc))
+        with open(req["candidate"], encoding="utf-8", errors="replace") as f:
+            source = f.read()
+        self.own = own_kernel_names(source)
+        try:
+            mod = common.load_module(req["candidate"], "adaexplore_candidate")
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                return self._fail("crashed", "candidate exited while being imported: %r" % (exc,))
+            status, text = classify(exc, "import")
+            return self._fail(status, text)
+        cls = getattr(mod, "ModelNew", None)
+        if cls is None:
+            return self._fail("compile_error", "the candidate defines no class ModelNew")
+        try:
+            self.model = common.build_model(cls, common.init_inputs(self.task), req["init_seed"], self.device)
+        except Exception as exc:
+            status, text = classify(exc, "init")
+            return self._fail(status, text)
+        # One call on throw-away inputs: triggers Triton's JIT and lazy builds so
+        # that the trials and the timing see a compiled kernel.
+        try:
+            inputs = common.make_inputs(self.task, req["warm_seed"], self.device)
+            with torch.no_grad():
+                self.model(*inputs)
+            common.sync(self.device)
+        except Exception as exc:
+            status, text = classify(exc, "run")
+            return self._fail(status, text)
+        flags = self._integrity()
+        return {"ok": True, "own_kernels": self.own, **flags}
+
+    def op_trial(self, req):
+        seed, out_dir, index = req["seed"], req["out_dir"], req["index"]
+        inputs = common.make_inputs(self.task, seed, self.device)
+        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        kernels = None
+        try:
+            with torch.no_grad():
+                if req.get("profile") and self.device.startswith("cuda"):
+                    kernels, out = self._profiled(inputs)
+                else:
+                    out = self.model(*inputs)
+                    common.sync(self.device)
+        except Exception as exc:
+            status, text = classify(exc, "run")
+            return self._fail(status, text)
+        try:
+            outs = common.as_tensor_list(out)
+        except TypeError as exc:
+            return self._fail("mismatch", str(exc))
+        mutated = [i for i, (b, a) in enumerate(zip(before, inputs))
+                   if isinstance(b, torch.Tensor) and not _same_bits(b, a)]
+        files = self._write(outs, out_dir, "t%d" % index)
+        resp = {"ok": True, "outputs": files, "inputs_mutated": mutated,
+                "launched": sorted(set(self.counter.launched))}
+        if kernels is not None:
+            resp["gpu_kernels"] = kernels
+        resp.update(self._integrity())
+        return resp
+
+    def _profiled(self, inputs):
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = self.model(*inputs)
+            common.sync(self.device)
+        names = set()
+        for ev in prof.events():
+            if str(getattr(ev, "device_type", "")).endswith("CUDA"):
+                names.add(ev.name)
+        return sorted(names)[:200], out
+
+    def _write(self, outs, out_dir, stem):
+        files = []
+        for j, t in enumerate(outs):
+            path = os.path.join(out_dir, "%s_o%d.bin" % (stem, j))
+            common.write_raw(t, path)
+            files.append({"path": path, **common.describe(t)})
+        return files
+
+    def op_time(self, req):
+        timer = common.Timer(self.device, req.get("flush_bytes", 0),
+                             synchronize=self.guard.sync, event_cls=self.guard.event)
+        try:
+            with torch.no_grad():
+                times, last = timer.run(self.model, self.task, req["set_seeds"], req["refresh_seed0"],
+                                        req["warmup"], req["iters"])
+        except Exception as exc:
+            status, text = classify(exc, "run")
+            return self._fail(status, text)
+        seed, out = last
+        try:
+            outs = common.as_tensor_list(out)
+        except TypeError as exc:
+            return self._fail("mismatch", str(exc))
+        files = self._write(outs, req["out_dir"], "timed")
+        resp = {"ok": True, **times, "final": {"seed": seed, "outputs": files}}
+        resp.update(self._integrity())
+        return resp
+
+
+def _same_bits(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a = a.contiguous().reshape(-1)
+    b = b.contiguous().reshape(-1)
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))

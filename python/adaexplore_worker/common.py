@@ -1,0 +1,213 @@
+"""Pieces shared by the reference and candidate roles."""
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+import uuid
+
+import torch
+
+_perf_counter = time.perf_counter
+
+
+def configure_numerics():
+    """Strict fp32 on both sides: no TF32 anywhere."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def tf32_enabled():
+    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32
+                or torch.get_float32_matmul_precision() != "highest")
+
+
+def load_module(path, prefix):
+    """Import a python file under a private, unguessable module name."""
+    name = "%s_%s" % (prefix, uuid.uuid4().hex)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton and dataclasses look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def seed_all(seed):
+    torch.manual_seed(seed)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
+def make_inputs(task_module, seed, device):
+    """The task's get_inputs() under a fixed seed, created on the device.
+
+    Creating them directly on the device (rather than on the CPU and moving
+    them) keeps multi-gigabyte inputs cheap; both sides do the same, so the
+    values agree bit for bit on the same machine.
+    """
+    seed_all(seed)
+    with torch.device(device):
+        inputs = task_module.get_inputs()
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            x = x.to(device)
+        out.append(x)
+    return out
+
+
+def init_inputs(task_module):
+    return list(task_module.get_init_inputs())
+
+
+def build_model(cls, init_args, init_seed, device):
+    seed_all(init_seed)
+    model = cls(*init_args)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device)
+    return model
+
+
+def as_tensor_list(out):
+    """The outputs as a list of tensors, or raise TypeError naming the problem."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    for i, t in enumerate(items):
+        if type(t) is not torch.Tensor:
+            raise TypeError("output %d is a %s, not a plain torch.Tensor" % (i, type(t).__name__))
+    return items
+
+
+def describe(t):
+    return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+
+
+DTYPES = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+
+
+def write_raw(t, path):
+    """Plain bytes, no pickle: the trusted side reads them with a known dtype and shape."""
+    flat = t.detach().contiguous().reshape(-1).cpu()
+    flat.view(torch.uint8).numpy().tofile(path)
+
+
+def read_raw(path, dtype_name, shape):
+    dtype = DTYPES.get(dtype_name)
+    if dtype is None:
+        raise ValueError("unsupported output dtype %s" % dtype_name)
+    numel = 1
+    for s in shape:
+        numel *= int(s)
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    if os.path.getsize(path) != nbytes:
+        raise ValueError("output file holds %d bytes, expected %d" % (os.path.getsize(path), nbytes))
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    raw = torch.from_file(path, shared=False, size=nbytes, dtype=torch.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def sync(device):
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def error_text(exc, limit=6000):
+    """The exception with the traceback frames that belong to user code."""
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    keep = [f for f in tb if "adaexplore_worker" not in f]
+    text = "".join(keep).strip()
+    if len(text) > limit:
+        text = text[: limit // 3] + "\n...\n" + text[-2 * limit // 3:]
+    return text
+
+
+def trim_compiler_output(text, limit=4000):
+    """Keep the lines of a build log that say what went wrong."""
+    lines = text.splitlines()
+    keep = []
+    for i, line in enumerate(lines):
+        low = line.lower()
+        if "error" in low or "undefined reference" in low:
+            keep.extend(lines[i:i + 3])
+    if not keep:
+        keep = lines[-30:]
+    seen, out = set(), []
+    for line in keep:
+        if line not in seen:
+            seen.add(line)
+            out.append(line)
+    text = "\n".join(out)
+    return text[:limit]
+
+
+class Timer:
+    """Times calls of fn the same way for baselines and candidates.
+
+    Before each timed call: the chosen input set is refreshed in place with new
+    seeded values (so a cache keyed on pointers or shapes returns stale data),
+    then the L2 cache is flushed. Each call is bracketed by a start event, an
+    end event on the current stream and a second end event after a device-wide
+    synchronise, so work hidden on other streams is still counted.
+    """
+
+    def __init__(self, device, flush_bytes, synchronize=None, event_cls=None):
+        self.device = device
+        self.cuda = str(device).startswith("cuda")
+        self.flush = None
+        if self.cuda and flush_bytes > 0:
+            self.flush = torch.empty(int(flush_bytes) // 4, dtype=torch.int32, device=device)
+        self._sync = synchronize or torch.cuda.synchronize
+        self._event = event_cls or torch.cuda.Event
+
+    def run(self, fn, task_module, set_seeds, refresh_seed0, warmup, iters):
+        sets = [make_inputs(task_module, s, self.device) for s in set_seeds]
+        k = len(sets)
+        for w in range(warmup):
+            fn(*sets[w % k])
+        self._sync_any()
+        stream_ms, device_ms, host_ms = [], [], []
+        last = None
+        for i in range(iters):
+            idx = i % k
+            seed = refresh_seed0 + i
+            fresh = make_inputs(task_module, seed, self.device)
+            for dst, src in zip(sets[idx], fresh):
+                if isinstance(dst, torch.Tensor):
+                    dst.copy_(src)
+            del fresh
+            if self.flush is not None:
+                self.flush.zero_()
+            self._sync_any()
+            if self.cuda:
+                start, end1, end2 = self._event(enable_timing=True), self._event(enable_timing=True), self._event(enable_timing=True)
+                h0 = _perf_counter()
+                start.record()
+                out = fn(*sets[idx])
+                end1.record()
+                self._sync()
+                end2.record()
+                end2.synchronize()
+                h1 = _perf_counter()
+                stream_ms.append(start.elapsed_time(end1))
+                device_ms.append(start.elapsed_time(end2))
+            else:
+                h0 = _perf_counter()
+                out = fn(*sets[idx])
+                h1 = _perf_counter()
+                stream_ms.append((h1 - h0) * 1e3)
+                device_ms.append((h1 - h0) * 1e3)
+            host_ms.append((h1 - h0) * 1e3)
+            last = (seed, out)
+        return {"stream_ms": stream_ms, "device_ms": device_ms, "host_ms": host_ms}, last
+
+    def _sync_any(self):
+        if self.cuda:
+            self._sync()

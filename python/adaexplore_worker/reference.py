@@ -1,0 +1,203 @@
+"""The trusted role: runs only the task's own Model, compares and times baselines.
+
+Reference outputs live in this process's memory and nowhere else; candidate
+outputs arrive as raw files written by the candidate's process and are read
+here with a dtype and shape the candidate cannot influence beyond what it
+declared.
+"""
+
+import time
+
+import torch
+
+from . import common
+
+
+class _Task:
+    def __init__(self, module, model, device):
+        self.module = module
+        self.model = model
+        self.device = device
+        self.refs = {}  # seed -> list of output tensors
+        self.bytes = 0
+        self.compiled = None
+
+
+class ReferenceRole:
+    def __init__(self, cache_bytes=8 << 30):
+        self.tasks = {}
+        self.cache_bytes = cache_bytes
+
+    def _reference(self, task, seed):
+        if seed in task.refs:
+            return task.refs[seed]
+        inputs = common.make_inputs(task.module, seed, task.device)
+        with torch.no_grad():
+            out = task.model(*inputs)
+        common.sync(task.device)
+        outs = [t.detach() for t in common.as_tensor_list(out)]
+        size = sum(t.numel() * t.element_size() for t in outs)
+        if task.bytes + size <= self.cache_bytes:
+            task.refs[seed] = outs
+            task.bytes += size
+        return outs
+
+    def op_load_task(self, req):
+        """Build the reference, run it, describe its output and check for degeneracy."""
+        device = req["device"]
+        key = req["key"]
+        common.configure_numerics()
+        try:
+            module = common.load_module(req["task"], "adaexplore_task")
+        except Exception as exc:
+            return {"ok": False, "error": "task does not import: " + _one_line(exc)}
+        for fn in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(module, fn):
+                return {"ok": False, "error": "task defines no %s" % fn}
+        try:
+            model = common.build_model(module.Model, common.init_inputs(module), req["init_seed"], device)
+        except Exception as exc:
+            return {"ok": False, "error": "Model(*get_init_inputs()) failed: " + _one_line(exc)}
+        task = _Task(module, model, device)
+        probe = req["probe_seeds"]
+        try:
+            outs_a = self._reference(task, probe[0])
+            outs_b = self._reference(task, probe[1])
+        except TypeError as exc:
+            return {"ok": False, "error": "reference does not return tensors: " + _one_line(exc)}
+        except Exception as exc:
+            return {"ok": False, "error": "reference forward failed: " + _one_line(exc)}
+        degenerate = []
+        if all(_same(a, b) for a, b in zip(outs_a, outs_b)):
+            degenerate.append("input_independent")
+        tol = req["tolerance"]
+        if all(_zero_passes(a, tol) for a in outs_a):
+            degenerate.append("zero_output_passes")
+        self.tasks[key] = task
+        return {"ok": True, "outputs": [common.describe(t) for t in outs_a], "degenerate": degenerate}
+
+    def op_compare(self, req):
+        task = self.tasks[req["key"]]
+        refs = self._reference(task, req["seed"])
+        got = req["outputs"]
+        if len(got) != len(refs):
+            return {"ok": True, "match": False, "error":
+                    "the candidate returned %d outputs, the reference %d" % (len(got), len(refs))}
+        result = {"ok": True, "match": True, "strict_match": True, "max_abs_error": 0.0,
+                  "max_rel_error": 0.0, "error": ""}
+        for j, (g, ref) in enumerate(zip(got, refs)):
+            want = common.describe(ref)
+            if g["dtype"] != want["dtype"]:
+                return _mismatch(result, "output %d has dtype %s, the reference %s" % (j, g["dtype"], want["dtype"]))
+            if list(g["shape"]) != want["shape"]:
+                return _mismatch(result, "output %d has shape %s, the reference %s" % (j, g["shape"], want["shape"]))
+            try:
+                cand = common.read_raw(g["path"], g["dtype"], g["shape"]).to(task.device)
+            except Exception as exc:
+                return _mismatch(result, "output %d unreadable: %s" % (j, _one_line(exc)))
+            res = _compare(cand, ref, req["tolerance"])
+            strict = _compare(cand, ref, req["strict"])
+            result["max_abs_error"] = max(result["max_abs_error"], res["max_abs"])
+            result["max_rel_error"] = max(result["max_rel_error"], res["max_rel"])
+            if not strict["ok"]:
+                result["strict_match"] = False
+            if not res["ok"]:
+                idx = res["first_bad"]
+                return _mismatch(result, "output %d differs at index %s: got %r, expected %r "
+                                 "(%d of %d elements outside atol=%g rtol=%g; max abs error %.6g)" % (
+                                     j, idx, res["got"], res["expected"], res["bad"], ref.numel(),
+                                     res["atol"], res["rtol"], res["max_abs"]))
+        return result
+
+    def op_baseline(self, req):
+        task = self.tasks[req["key"]]
+        mode = req["mode"]
+        fn = task.model
+        compile_s = 0.0
+        if mode == "compile":
+            if task.compiled is None:
+                t0 = time.perf_counter()
+                task.compiled = torch.compile(task.model)
+                compile_s = time.perf_counter() - t0
+            fn = task.compiled
+        timer = common.Timer(task.device, req.get("flush_bytes", 0))
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            # The first call of a compiled model compiles it: keep that out of the warm-up count.
+            if mode == "compile":
+                fn(*common.make_inputs(task.module, req["set_seeds"][0], task.device))
+                common.sync(task.device)
+                compile_s += time.perf_counter() - t0
+            times, _ = timer.run(fn, task.module, req["set_seeds"], req["refresh_seed0"],
+                                 req["warmup"], req["iters"])
+        return {"ok": True, **times, "compile_s": compile_s}
+
+    def op_unload(self, req):
+        self.tasks.pop(req["key"], None)
+        return {"ok": True}
+
+
+def _one_line(exc):
+    text = "%s: %s" % (type(exc).__name__, exc)
+    return " ".join(text.split())[:500]
+
+
+def _mismatch(result, text):
+    result.update({"match": False, "error": text})
+    return result
+
+
+def _same(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(a, b)) or bool(torch.equal(a.isnan(), b.isnan()) and
+                                           torch.equal(a.nan_to_num(), b.nan_to_num()))
+
+
+def _tol_for(t, tol):
+    name = common.describe(t)["dtype"]
+    entry = tol.get(name) or tol.get("default")
+    return float(entry[0]), float(entry[1])
+
+
+def _zero_passes(ref, tol):
+    if not ref.is_floating_point():
+        return bool((ref == 0).all())
+    atol, rtol = _tol_for(ref, tol)
+    # An all-zero candidate c passes |c - r| <= atol + rtol * |r| when |r| (1 - rtol) <= atol.
+    return bool(((ref.abs() <= atol + rtol * ref.abs()) | (ref == 0)).all())
+
+
+def _compare(cand, ref, tol):
+    if not ref.is_floating_point():
+        bad = cand != ref
+        nbad = int(bad.sum())
+        res = {"ok": nbad == 0, "max_abs": float((cand.long() - ref.long()).abs().max()) if ref.numel() else 0.0,
+               "max_rel": 0.0, "bad": nbad, "atol": 0.0, "rtol": 0.0}
+    else:
+        atol, rtol = _tol_for(ref, tol)
+        c = cand.float()
+        r = ref.float()
+        diff = (c - r).abs()
+        both_nan = c.isnan() & r.isnan()
+        ok = (diff <= atol + rtol * r.abs()) | (c == r) | both_nan
+        bad = ~ok
+        nbad = int(bad.sum())
+        finite = diff.nan_to_num(nan=float("inf"))
+        finite = torch.where(both_nan | (c == r), torch.zeros_like(finite), finite)
+        max_abs = float(finite.max()) if ref.numel() else 0.0
+        rel = finite / r.abs().clamp_min(1e-12)
+        max_rel = float(rel.max()) if ref.numel() else 0.0
+        res = {"ok": nbad == 0, "max_abs": max_abs, "max_rel": max_rel, "bad": nbad, "atol": atol, "rtol": rtol}
+    if nbad:
+        flat = int(bad.reshape(-1).nonzero()[0])
+        idx = []
+        rem = flat
+        for size in reversed(ref.shape):
+            idx.append(rem % size)
+            rem //= size
+        idx = tuple(reversed(idx))
+        res["first_bad"] = list(idx)
+        res["got"] = cand.reshape(-1)[flat].item()
+        res["expected"] = ref.reshape(-1)[flat].item()
+    return res

@@ -1,0 +1,767 @@
+// The local judge pool: the evaluation protocol (docs/judge.md) driven over
+// worker processes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "common/util.h"
+#include "judge/judge.h"
+#include "judge/judge_cache.h"
+#include "judge/worker.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ax {
+
+#ifndef ADAEXPLORE_SOURCE_DIR
+#define ADAEXPLORE_SOURCE_DIR "."
+#endif
+
+PoolConfig DefaultPoolConfig() {
+  PoolConfig c;
+  auto env = [](const char* k, const std::string& dflt) {
+    const char* v = getenv(k);
+    return (v && *v) ? std::string(v) : dflt;
+  };
+  std::string src = ADAEXPLORE_SOURCE_DIR;
+  std::string venv_python = src + "/.venv/bin/python";
+  c.python = env("ADAEXPLORE_PYTHON", access(venv_python.c_str(), X_OK) == 0 ? venv_python : "python3");
+  c.worker_dir = env("ADAEXPLORE_WORKER_DIR", src + "/python");
+  std::string home = env("HOME", "/tmp");
+  c.cache_dir = env("ADAEXPLORE_CACHE_DIR", env("XDG_CACHE_HOME", home + "/.cache") + "/adaexplore");
+  std::string shm_ok = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : env("TMPDIR", "/tmp");
+  c.scratch_root = env("ADAEXPLORE_SCRATCH", shm_ok) + "/adaexplore-" + std::to_string(getpid());
+  return c;
+}
+
+namespace {
+
+const char* kTrusted = "reference";
+const char* kCandidate = "candidate";
+
+struct WarmWorker {
+  std::unique_ptr<Worker> worker;
+  std::string scratch;
+};
+
+struct Baseline {
+  double median_ms = 0;
+  double wall_ms = 0;   // the parent's clock for the whole timing request
+  double gap_ms = 0;    // median of (device-wide end - stream end)
+  json ToJson() const { return {{"median_ms", median_ms}, {"wall_ms", wall_ms}, {"gap_ms", gap_ms}}; }
+};
+
+struct DeviceState {
+  std::string device;
+  std::mutex exec_mu;   // exclusive device execution: trials, timing, baselines
+  std::mutex ref_mu;    // the reference worker serves one request at a time
+  std::unique_ptr<Worker> ref;
+  std::string ref_scratch;
+  json env;             // versions and GPU name
+  std::map<std::string, TaskInfo> tasks;  // task hash + tolerance -> info (valid for this ref worker)
+
+  std::mutex warm_mu;
+  std::condition_variable warm_cv;
+  std::deque<WarmWorker> warm;
+  std::string spawn_error;
+  int target = 2;
+
+  std::mutex jobs_mu;
+  std::condition_variable jobs_cv;
+  std::deque<std::pair<EvalRequest, std::promise<EvalResult>>> jobs;
+  std::vector<std::thread> threads;
+  std::thread spawner;
+};
+
+std::mt19937_64& Rng() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32));
+  return rng;
+}
+
+std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
+
+class JudgePool : public Judge {
+ public:
+  explicit JudgePool(PoolConfig cfg) : cfg_(std::move(cfg)), cache_(cfg_.cache_dir + "/judge.sqlite") {
+    std::error_code ec;
+    fs::create_directories(cfg_.scratch_root, ec);
+    fs::create_directories(cfg_.cache_dir + "/triton", ec);
+    fs::create_directories(cfg_.cache_dir + "/torch_extensions", ec);
+    fs::create_directories(cfg_.cache_dir + "/inductor", ec);
+    for (const auto& d : cfg_.devices) {
+      auto st = std::make_unique<DeviceState>();
+      st->device = d;
+      st->target = std::max(1, cfg_.workers_per_device);
+      devices_[d] = std::move(st);
+    }
+    for (auto& [name, st] : devices_) {
+      DeviceState* s = st.get();
+      s->spawner = std::thread([this, s] { SpawnLoop(s); });
+      for (int i = 0; i < s->target; ++i) s->threads.emplace_back([this, s] { JobLoop(s); });
+    }
+  }
+
+  ~JudgePool() override {
+    stop_ = true;
+    for (auto& [name, st] : devices_) {
+      st->jobs_cv.notify_all();
+      st->warm_cv.notify_all();
+    }
+    for (auto& [name, st] : devices_) {
+      for (auto& t : st->threads) t.join();
+      st->spawner.join();
+      st->warm.clear();
+      if (st->ref) st->ref->Kill();
+    }
+    RemoveTree(cfg_.scratch_root);
+  }
+
+  std::future<EvalResult> Submit(EvalRequest req) override {
+    std::promise<EvalResult> p;
+    auto fut = p.get_future();
+    DeviceState* st = Device(req.options.device);
+    if (!st) {
+      EvalResult r;
+      r.status = Status::Error("device " + req.options.device + " is not in this judge pool");
+      p.set_value(std::move(r));
+      return fut;
+    }
+    {
+      std::lock_guard<std::mutex> lock(st->jobs_mu);
+      st->jobs.emplace_back(std::move(req), std::move(p));
+    }
+    st->jobs_cv.notify_one();
+    return fut;
+  }
+
+  Status CheckTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) override {
+    DeviceState* st = Device(opts.device);
+    if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
+    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::mutex> ref(st->ref_mu);
+    return EnsureTask(st, task, opts, info);
+  }
+
+ private:
+  DeviceState* Device(const std::string& d) {
+    auto it = devices_.find(d);
+    return it == devices_.end() ? nullptr : it->second.get();
+  }
+
+  WorkerConfig BaseWorkerConfig(const std::string& device, const std::string& role) {
+    WorkerConfig wc;
+    wc.python = cfg_.python;
+    wc.worker_dir = cfg_.worker_dir;
+    wc.role = role;
+    wc.device = device;
+    wc.cache_dir = cfg_.cache_dir;
+    wc.limits = cfg_.limits;
+    return wc;
+  }
+
+  // Starts a worker and waits for it to say ready.
+  std::unique_ptr<Worker> StartWorker(WorkerConfig wc, std::string* error) {
+    std::unique_ptr<Worker> w = Worker::Start(wc, error);
+    if (!w) return nullptr;
+    Reply r = w->WaitReady(cfg_.worker_start_timeout_s);
+    if (r.kind != Reply::kOk) {
+      *error = "judge worker (" + wc.python + ") did not start: " + r.detail + " " +
+               FirstLine(Tail(w->OutputTail(), 2000), 400);
+      // The last line of a Python traceback says most.
+      std::string tail = Trim(w->OutputTail());
+      size_t nl = tail.rfind('\n');
+      if (!tail.empty()) *error += " | " + (nl == std::string::npos ? tail : tail.substr(nl + 1));
+      return nullptr;
+    }
+    return w;
+  }
+
+  void SpawnLoop(DeviceState* st) {
+    while (!stop_) {
+      {
+        std::unique_lock<std::mutex> lock(st->warm_mu);
+        st->warm_cv.wait(lock, [&] { return stop_ || static_cast<int>(st->warm.size()) < st->target; });
+        if (stop_) return;
+      }
+      WorkerConfig wc = BaseWorkerConfig(st->device, kCandidate);
+      wc.scratch = MakeTempDir(cfg_.scratch_root, "cand-");
+      std::string error;
+      std::unique_ptr<Worker> w;
+      if (wc.scratch.empty()) {
+        error = "cannot create a scratch folder under " + cfg_.scratch_root;
+      } else {
+        w = StartWorker(wc, &error);
+      }
+      bool failed = !w;
+      {
+        std::lock_guard<std::mutex> lock(st->warm_mu);
+        if (w) {
+          st->warm.push_back({std::move(w), wc.scratch});
+          st->spawn_error.clear();
+        } else {
+          RemoveTree(wc.scratch);
+          st->spawn_error = error;
+        }
+      }
+      st->warm_cv.notify_all();
+      // Back off after a failed start; takers see the error meanwhile.
+      if (failed) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+
+  bool TakeWarm(DeviceState* st, WarmWorker* out, std::string* error) {
+    std::unique_lock<std::mutex> lock(st->warm_mu);
+    double deadline = NowSeconds() + cfg_.worker_start_timeout_s;
+    while (st->warm.empty()) {
+      if (!st->spawn_error.empty()) {
+        *error = st->spawn_error;
+        return false;
+      }
+      if (stop_ || NowSeconds() > deadline) {
+        *error = "no judge worker became ready";
+        return false;
+      }
+      st->warm_cv.wait_for(lock, std::chrono::milliseconds(200));
+    }
+    *out = std::move(st->warm.front());
+    st->warm.pop_front();
+    st->warm_cv.notify_all();
+    return true;
+  }
+
+  void JobLoop(DeviceState* st) {
+    while (true) {
+      std::pair<EvalRequest, std::promise<EvalResult>> job;
+      {
+        std::unique_lock<std::mutex> lock(st->jobs_mu);
+        st->jobs_cv.wait(lock, [&] { return stop_ || !st->jobs.empty(); });
+        if (st->jobs.empty()) return;
+        job = std::move(st->jobs.front());
+        st->jobs.pop_front();
+      }
+      EvalResult r;
+      try {
+        r = Run(st, job.first);
+      } catch (const std::exception& e) {
+        r.status = Status::Error(std::string("judge internal error: ") + e.what());
+      }
+      job.second.set_value(std::move(r));
+    }
+  }
+
+  // ---- the reference worker -------------------------------------------
+  Status EnsureRef(DeviceState* st) {
+    if (st->ref && st->ref->alive()) return Status::Ok();
+    st->tasks.clear();
+    if (st->ref_scratch.empty()) st->ref_scratch = MakeTempDir(cfg_.scratch_root, "ref-");
+    WorkerConfig wc = BaseWorkerConfig(st->device, kTrusted);
+    wc.scratch = st->ref_scratch;
+    std::string error;
+    st->ref = StartWorker(wc, &error);
+    if (!st->ref) return Status::Error(error);
+    Reply r = st->ref->Request({{"op", "hello"}, {"device", st->device}}, 120);
+    if (r.kind != Reply::kOk) return Status::Error("reference worker failed: " + r.detail);
+    st->env = r.body;
+    if (st->device != "cpu" && !r.body.value("cuda_available", false)) {
+      return Status::Error("no CUDA device visible to the judge for " + st->device);
+    }
+    return Status::Ok();
+  }
+
+  Reply RefRequest(DeviceState* st, const json& req, double timeout) {
+    Reply r = st->ref->Request(req, timeout);
+    if (r.kind != Reply::kOk) st->tasks.clear();
+    return r;
+  }
+
+  std::string DeviceName(DeviceState* st) {
+    if (st->device == "cpu") return "cpu";
+    return st->env.value("gpu", st->device);
+  }
+
+  // Requires exec_mu and ref_mu.
+  Status EnsureTask(DeviceState* st, const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) {
+    Status s = EnsureRef(st);
+    if (!s.ok()) return s;
+    std::string key = task.hash + ":" + opts.tolerance;
+    auto it = st->tasks.find(key);
+    if (it != st->tasks.end()) {
+      *info = it->second;
+      return Status::Ok();
+    }
+    Tolerance tol;
+    s = LookupTolerance(opts.tolerance, &tol);
+    if (!s.ok()) return s;
+    std::string path = st->ref_scratch + "/task_" + task.hash.substr(0, 16) + ".py";
+    if (!WriteFile(path, task.source)) return Status::Error("cannot write " + path);
+    Reply r = RefRequest(st, {{"op", "load_task"}, {"key", task.hash}, {"task", path}, {"device", LocalDevice(st)},
+                              {"init_seed", opts.init_seed}, {"probe_seeds", {101, 202}},
+                              {"tolerance", tol.ToWorkerJson()}},
+                         opts.compile_timeout_s);
+    TaskInfo ti;
+    if (r.kind != Reply::kOk) {
+      ti.error = "the reference " + std::string(r.kind == Reply::kTimeout ? "timed out" : "worker died") + " (" +
+                 r.detail + ") " + FirstLine(Tail(st->ref->OutputTail(), 500));
+      st->ref.reset();
+    } else if (!r.body.value("ok", false)) {
+      ti.error = r.body.value("error", "task failed");
+    } else {
+      ti.ok = true;
+      ti.degenerate = r.body.value("degenerate", std::vector<std::string>{});
+      ti.outputs_json = r.body.value("outputs", json::array()).dump();
+      st->tasks[key] = ti;
+    }
+    *info = ti;
+    if (!ti.ok) return Status::Error(task.name + ": " + ti.error);
+    return Status::Ok();
+  }
+
+  // Inside a worker the device is always cuda:0 (CUDA_VISIBLE_DEVICES picks it).
+  static std::string LocalDevice(DeviceState* st) { return st->device == "cpu" ? "cpu" : "cuda:0"; }
+
+  json TimingRequest(const JudgeOptions& o, unsigned long long seed0, const std::string& op) {
+    json sets = json::array();
+    for (int i = 0; i < o.input_sets; ++i) sets.push_back(seed0 + 1000 + i);
+    return {{"op", op},
+            {"set_seeds", sets},
+            {"refresh_seed0", seed0 + 5000},
+            {"warmup", o.warmup},
+            {"iters", o.iters},
+            {"flush_bytes", o.flush_bytes}};
+  }
+
+  static double Median(const json& arr) {
+    std::vector<double> v;
+    for (auto& x : arr) v.push_back(x.is_number() ? x.get<double>() : 0.0);
+    return ComputeStats(v).median;
+  }
+
+  static double MedianGap(const json& body) {
+    std::vector<double> v;
+    const auto& s = body["stream_ms"];
+    const auto& d = body["device_ms"];
+    for (size_t i = 0; i < s.size() && i < d.size(); ++i) v.push_back(d[i].get<double>() - s[i].get<double>());
+    return ComputeStats(v).median;
+  }
+
+  // Requires exec_mu and ref_mu. Baselines are timed with the same loop as
+  // candidates, cached per task, device, torch version and timing protocol.
+  Status EnsureBaseline(DeviceState* st, const TaskRef& task, const JudgeOptions& o, const std::string& mode,
+                        Baseline* out) {
+    json keyj = {{"task", task.hash}, {"mode", mode}, {"device", DeviceName(st)}, {"torch", st->env["torch"]},
+                 {"warmup", o.warmup}, {"iters", o.iters}, {"sets", o.input_sets}, {"flush", o.flush_bytes},
+                 {"init_seed", o.init_seed}};
+    std::string key = Sha256Hex(keyj.dump());
+    if (o.use_cache) {
+      if (auto hit = cache_.Get("baselines", key)) {
+        try {
+          json j = json::parse(*hit);
+          out->median_ms = j.at("median_ms");
+          out->wall_ms = j.at("wall_ms");
+          out->gap_ms = j.at("gap_ms");
+          return Status::Ok();
+        } catch (...) {
+        }
+      }
+    }
+    unsigned long long seed0 = o.seed ? *o.seed : Rng()();
+    seed0 %= (1ULL << 40);
+    json req = TimingRequest(o, seed0, "baseline");
+    req["key"] = task.hash;
+    req["mode"] = mode;
+    Reply r = RefRequest(st, req, o.compile_timeout_s + o.run_timeout_s);
+    if (r.kind != Reply::kOk || !r.body.value("ok", false)) {
+      std::string why = r.kind == Reply::kOk ? r.body.value("error", "") : r.detail;
+      if (r.kind != Reply::kOk) st->ref.reset();
+      return Status::Error(mode + " baseline failed: " + FirstLine(why, 400));
+    }
+    out->median_ms = Median(r.body["stream_ms"]);
+    out->gap_ms = MedianGap(r.body);
+    out->wall_ms = r.seconds * 1000.0 - r.body.value("compile_s", 0.0) * 1000.0;
+    cache_.Put("baselines", key, out->ToJson().dump());
+    return Status::Ok();
+  }
+
+  // ---- one candidate ----------------------------------------------------
+  // Applies a failed or broken reply to the verdict; returns false then.
+  bool Usable(const Reply& r, const std::string& phase, double limit, Worker* w, Verdict* v) {
+    switch (r.kind) {
+      case Reply::kOk:
+        break;
+      case Reply::kTimeout:
+        v->status = kStatusTimeout;
+        v->error = phase + " did not finish within " + std::to_string(static_cast<int>(limit)) +
+                   " s; the candidate was killed";
+        return false;
+      case Reply::kFlood:
+        v->status = kStatusCrashed;
+        v->AddFlag("output_flood");
+        v->error = "the candidate " + r.detail + " during " + phase + "; it was killed";
+        return false;
+      case Reply::kDied: {
+        v->status = kStatusCrashed;
+        std::string tail = Trim(Tail(w->OutputTail(), 3000));
+        v->error = "the candidate's process " + r.detail + " during " + phase + (tail.empty() ? "" : ":\n" + tail);
+        return false;
+      }
+      case Reply::kProtocol:
+        v->status = kStatusCrashed;
+        v->AddFlag("protocol_violation");
+        v->error = r.detail + " during " + phase;
+        return false;
+    }
+    ApplyIntegrity(r.body, v);
+    if (r.body.value("ok", false)) return true;
+    std::string status = r.body.value("status", "runtime_error");
+    if (status == "internal") status = kStatusRuntimeError;
+    v->status = status;
+    v->error = r.body.value("error", "");
+    return false;
+  }
+
+  static void ApplyIntegrity(const json& body, Verdict* v) {
+    if (body.contains("tampered")) {
+      v->AddFlag("harness_tampering");
+      std::string names;
+      for (auto& n : body["tampered"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+      v->error = "the candidate replaced parts of the judge's harness: " + names;
+    }
+    if (body.contains("threads")) {
+      v->AddFlag("background_threads");
+      std::string names;
+      for (auto& n : body["threads"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+      v->error = "the candidate left Python threads running after its forward: " + names;
+    }
+    if (body.value("tf32", false)) v->AddFlag("tf32_enabled");
+  }
+
+  static bool Rejected(const Verdict& v) {
+    return v.HasFlag("harness_tampering") || v.HasFlag("background_threads");
+  }
+
+  // Compares one set of candidate outputs with the reference on `seed`.
+  // Returns false (and fills the verdict) on mismatch or failure.
+  bool Compare(DeviceState* st, const TaskRef& task, const JudgeOptions& o, const Tolerance& tol,
+               const Tolerance& strict, unsigned long long seed, const json& outputs, Verdict* v, bool* strict_ok) {
+    Reply r = RefRequest(st, {{"op", "compare"}, {"key", task.hash}, {"seed", seed}, {"outputs", outputs},
+                              {"tolerance", tol.ToWorkerJson()}, {"strict", strict.ToWorkerJson()}},
+                         o.run_timeout_s);
+    if (r.kind != Reply::kOk || !r.body.value("ok", false)) {
+      v->status = kStatusRuntimeError;
+      v->error = "the reference failed while comparing: " +
+                 (r.kind == Reply::kOk ? FirstLine(r.body.value("error", ""), 500) : r.detail);
+      if (r.kind != Reply::kOk) st->ref.reset();
+      return false;
+    }
+    if (r.body.contains("max_abs_error") && r.body["max_abs_error"].is_number()) {
+      double e = r.body["max_abs_error"];
+      v->max_abs_error = std::max(v->max_abs_error.value_or(0.0), e);
+    }
+    if (!r.body.value("strict_match", true)) *strict_ok = false;
+    if (!r.body.value("match", false)) {
+      v->status = kStatusMismatch;
+      v->error = r.body.value("error", "outputs differ");
+      return false;
+    }
+    return true;
+  }
+
+  EvalResult Run(DeviceState* st, const EvalRequest& req) {
+    const double t_start = NowSeconds();
+    EvalResult res;
+    Verdict& v = res.verdict;
+    JudgeOptions o = req.options.Resolved();
+    Tolerance tol, strict;
+    res.status = LookupTolerance(o.tolerance, &tol);
+    if (!res.status.ok()) {
+      res.bad_input = true;
+      return res;
+    }
+    LookupTolerance("strict", &strict);
+    const std::string cand_hash = Sha256Hex(req.candidate_source);
+    v.candidate = {{"path", req.candidate_path}, {"hash", cand_hash}};
+    v.task = {{"path", req.task.path}, {"name", req.task.name}, {"hash", req.task.hash}};
+    v.protocol = o.ProtocolJson();
+
+    // The task: valid, and what its outputs look like (trusted worker).
+    TaskInfo info;
+    {
+      std::lock_guard<std::mutex> exec(st->exec_mu);
+      std::lock_guard<std::mutex> ref(st->ref_mu);
+      res.status = EnsureTask(st, req.task, o, &info);
+      if (!res.status.ok()) {
+        res.bad_input = !info.error.empty();
+        return res;
+      }
+    }
+    v.device = DeviceName(st);
+    v.env = {{"torch", st->env.value("torch", "")}, {"triton", st->env.contains("triton") ? st->env["triton"] : json(nullptr)},
+             {"python", st->env.value("python", "")}};
+    v.task["degenerate"] = info.degenerate;
+    v.task["outputs"] = json::parse(info.outputs_json);
+    v.timing_source = o.cuda() ? "cuda_events" : "cpu_clock";
+
+    std::string cache_key;
+    if (o.use_cache) {
+      json k = {{"task", req.task.hash}, {"cand", cand_hash}, {"protocol", v.protocol}, {"device", v.device},
+                {"torch", v.env["torch"]}, {"triton", v.env["triton"]}};
+      cache_key = Sha256Hex(k.dump());
+      if (auto hit = cache_.Get("verdicts", cache_key)) {
+        try {
+          Verdict c = Verdict::FromJson(json::parse(*hit));
+          c.cached = true;
+          c.candidate["path"] = req.candidate_path;
+          c.task["path"] = req.task.path;
+          res.verdict = c;
+          return res;
+        } catch (...) {
+        }
+      }
+    }
+
+    // Baselines (trusted side, exclusive device, cached).
+    std::map<std::string, Baseline> baselines;
+    if (o.time) {
+      std::lock_guard<std::mutex> exec(st->exec_mu);
+      std::lock_guard<std::mutex> ref(st->ref_mu);
+      for (const auto& mode : o.baselines) {
+        Baseline b;
+        Status s = EnsureTask(st, req.task, o, &info);
+        if (s.ok()) s = EnsureBaseline(st, req.task, o, mode, &b);
+        if (s.ok()) {
+          baselines[mode] = b;
+          v.baseline_ms[mode] = b.median_ms;
+        } else {
+          v.AddFlag("baseline_failed:" + mode);
+          v.error = s.message();
+        }
+      }
+    }
+
+    // A warm candidate worker of its own.
+    WarmWorker ww;
+    std::string err;
+    if (!TakeWarm(st, &ww, &err)) {
+      res.status = Status::Error(err);
+      return res;
+    }
+    Worker* w = ww.worker.get();
+    v.isolation = w->isolation();
+    std::string cand_file = ww.scratch + "/candidate.py";
+    std::string task_file = ww.scratch + "/task.py";
+    std::string out_dir = ww.scratch + "/out";
+    fs::create_directories(out_dir);
+    WriteFile(cand_file, req.candidate_source);
+    WriteFile(task_file, req.task.source);
+    const unsigned long long seed0 = (o.seed ? *o.seed : Rng()()) % (1ULL << 40);
+
+    RunCandidate(st, req, o, tol, strict, info, baselines, w, cand_file, task_file, out_dir, seed0, &v);
+
+    v.output_tail = Tail(w->OutputTail(), 4000);
+    ww.worker->Kill();
+    ww.worker.reset();
+    RemoveTree(ww.scratch);
+    v.correct = v.status == kStatusOk;
+    v.judge_seconds = NowSeconds() - t_start;
+    if (!info.degenerate.empty()) {
+      v.AddFlag("degenerate_task");
+      for (auto& d : info.degenerate) v.AddFlag("degenerate:" + d);
+    }
+    // Timeouts depend on load; everything else is a property of the candidate.
+    if (o.use_cache && v.status != kStatusTimeout) cache_.Put("verdicts", cache_key, v.ToJson().dump());
+    return res;
+  }
+
+  void RunCandidate(DeviceState* st, const EvalRequest& req, const JudgeOptions& o, const Tolerance& tol,
+                    const Tolerance& strict, const TaskInfo& info, const std::map<std::string, Baseline>& baselines,
+                    Worker* w, const std::string& cand_file, const std::string& task_file, const std::string& out_dir,
+                    unsigned long long seed0, Verdict* v) {
+    (void)info;
+    const std::string cand_hash = Sha256Hex(req.candidate_source);
+    // 1. Compile: import, build, instantiate, one warm call. Overlaps other
+    //    candidates' trials and timing.
+    Reply load = w->Request({{"op", "load"},
+                             {"task", task_file},
+                             {"candidate", cand_file},
+                             {"device", LocalDevice(st)},
+                             {"init_seed", o.init_seed},
+                             {"warm_seed", seed0 + 7},
+                             {"extensions_dir", cfg_.cache_dir + "/torch_extensions/" + cand_hash.substr(0, 16)}},
+                            o.compile_timeout_s);
+    if (!Usable(load, "compilation", o.compile_timeout_s, w, v)) return;
+    if (Rejected(*v)) {
+      v->status = kStatusRejected;
+      return;
+    }
+    std::vector<std::string> own = load.body.value("own_kernels", std::vector<std::string>{});
+
+    // 2. Correctness trials and timing hold the device exclusively.
+    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::mutex> ref(st->ref_mu);
+    TaskInfo again;
+    Status s = EnsureTask(st, req.task, o, &again);
+    if (!s.ok()) {
+      v->status = kStatusRuntimeError;
+      v->error = s.message();
+      return;
+    }
+    bool strict_ok = true;
+    json gpu_kernels = json::array();
+    json launched = json::array();
+    auto trials = [&](int count, unsigned long long base, int index0) -> bool {
+      for (int k = 0; k < count; ++k) {
+        unsigned long long seed = base + static_cast<unsigned long long>(k);
+        bool profile = o.cuda() && index0 == 0 && k == 0;
+        Reply r = w->Request({{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir},
+                              {"profile", profile}},
+                             o.run_timeout_s);
+        if (!Usable(r, "correctness trial " + std::to_string(index0 + k + 1), o.run_timeout_s, w, v)) return false;
+        if (Rejected(*v)) {
+          v->status = kStatusRejected;
+          return false;
+        }
+        if (r.body.contains("gpu_kernels")) gpu_kernels = r.body["gpu_kernels"];
+        launched = r.body.value("launched", json::array());
+        auto mutated = r.body.value("inputs_mutated", std::vector<int>{});
+        if (!mutated.empty()) {
+          v->status = kStatusRejected;
+          v->AddFlag("inputs_mutated");
+          v->error = "the candidate modified its input tensor(s) in place (input " + std::to_string(mutated[0]) + ")";
+          return false;
+        }
+        if (!Compare(st, req.task, o, tol, strict, seed, r.body["outputs"], v, &strict_ok)) {
+          if (v->status == kStatusMismatch) v->error = "trial " + std::to_string(index0 + k + 1) + ": " + v->error;
+          return false;
+        }
+        std::error_code ec;
+        for (auto& f : r.body["outputs"]) fs::remove(f.value("path", ""), ec);
+      }
+      return true;
+    };
+    if (!trials(o.trials, seed0 + 11, 0)) return;
+
+    // 3. The candidate must launch a kernel of its own.
+    if (own.empty()) {
+      v->status = kStatusRejected;
+      v->AddFlag("no_custom_kernel");
+      v->error = "the candidate defines no Triton (@triton.jit) or CUDA (__global__) kernel of its own";
+      return;
+    }
+    bool launched_own = false;
+    auto mentions_own = [&](const std::string& name) {
+      for (auto& k : own) {
+        if (name.find(k) != std::string::npos) return true;
+      }
+      return false;
+    };
+    if (o.cuda() && !gpu_kernels.empty()) {
+      for (auto& k : gpu_kernels) launched_own = launched_own || mentions_own(k.get<std::string>());
+    } else {
+      for (auto& k : launched) {
+        std::string name = k.get<std::string>();
+        launched_own = launched_own || mentions_own(name) || name.rfind("ext:", 0) == 0;
+      }
+    }
+    if (!launched_own) {
+      v->status = kStatusRejected;
+      v->AddFlag("custom_kernel_not_launched");
+      std::string names;
+      for (auto& k : own) names += (names.empty() ? "" : ", ") + k;
+      v->error = "the candidate defines " + names + " but its forward never launched any of them";
+      return;
+    }
+    if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
+
+    v->status = kStatusOk;
+    if (!o.time) return;
+
+    // 4. Timing, then a check that the timed calls computed the right thing.
+    json treq = TimingRequest(o, seed0, "time");
+    treq["out_dir"] = out_dir;
+    Reply tr = w->Request(treq, o.run_timeout_s);
+    if (!Usable(tr, "timing", o.run_timeout_s, w, v)) return;
+    if (Rejected(*v)) {
+      v->status = kStatusRejected;
+      return;
+    }
+    const json& final_out = tr.body["final"];
+    if (!Compare(st, req.task, o, tol, strict, final_out.value("seed", 0ULL), final_out["outputs"], v, &strict_ok)) {
+      if (v->status == kStatusMismatch) {
+        v->AddFlag("timed_output_mismatch");
+        v->error = "the output of a timed call was wrong (results cached across calls?): " + v->error;
+      }
+      return;
+    }
+    std::vector<double> stream, device;
+    for (auto& x : tr.body["stream_ms"]) stream.push_back(x.get<double>());
+    for (auto& x : tr.body["device_ms"]) device.push_back(x.get<double>());
+    Stats ss = ComputeStats(stream), ds = ComputeStats(device);
+    double gap = MedianGap(tr.body);
+    Stats use = ss;
+    if (o.cuda()) {
+      // Work left running on other streams shows as a longer wait at the
+      // device-wide synchronise than the baseline needed: count it.
+      double base_gap = baselines.count("eager") ? baselines.at("eager").gap_ms : 0.005;
+      if (gap > base_gap + std::max(0.01, 0.05 * ss.median)) {
+        v->AddFlag("side_stream_work");
+        use = ds;
+      }
+    }
+    v->timing.median_ms = use.median;
+    v->timing.p10_ms = use.p10;
+    v->timing.p90_ms = use.p90;
+    v->timing.min_ms = use.min;
+    v->timing.max_ms = use.max;
+    v->timing.mean_ms = use.mean;
+    v->timing.stdev_ms = use.stdev;
+    v->timing.n = static_cast<int>(use.n);
+    double runtime = use.median;
+    // The parent's clock: the same loop around the eager baseline took
+    // wall_e; the difference per call bounds what the candidate's events may claim.
+    if (baselines.count("eager")) {
+      const Baseline& e = baselines.at("eager");
+      double calls = static_cast<double>(o.warmup + o.iters);
+      double est = e.median_ms + (tr.seconds * 1000.0 - e.wall_ms) / calls;
+      v->host_ms = std::max(0.0, est);
+      if (runtime < 0.5 * est - 0.05) {
+        v->AddFlag("timing_inconsistent");
+        runtime = est;
+      }
+    }
+    v->runtime_ms = runtime;
+    for (const auto& [mode, b] : baselines) {
+      if (runtime > 0) v->speedup[mode] = b.median_ms / runtime;
+    }
+    // 5. A speedup too good to be true gets more trials on fresh inputs.
+    bool suspicious = false;
+    for (const auto& [mode, sp] : v->speedup) suspicious = suspicious || sp > o.speedup_recheck;
+    if (suspicious) {
+      if (!trials(o.recheck_trials, seed0 + 20011, o.trials)) {
+        v->AddFlag("failed_recheck");
+        return;
+      }
+      v->AddFlag("speedup_over_10x_rechecked");
+    }
+  }
+
+  PoolConfig cfg_;
+  JudgeCache cache_;
+  std::map<std::string, std::unique_ptr<DeviceState>> devices_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Judge> MakeJudgePool(const PoolConfig& cfg) { return std::make_unique<JudgePool>(cfg); }
+
+}  // namespace ax

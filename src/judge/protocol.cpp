@@ -1,0 +1,65 @@
+#include "judge/protocol.h"
+
+#include <algorithm>
+
+namespace ax {
+
+namespace {
+const Tolerance kPresets[] = {
+    // Strict: fp32 1e-4; fp16/bf16 1e-2; TF32 is off on both sides.
+    {"strict", 1e-4, 1e-4, 1e-2, 1e-2},
+    // KernelBench v0.1's single tolerance.
+    {"kernelbench-v0.1", 1e-2, 1e-2, 1e-2, 1e-2},
+    // The AdaExplore paper's correctness gate.
+    {"adaexplore", 5e-2, 5e-2, 5e-2, 5e-2},
+};
+}  // namespace
+
+nlohmann::json Tolerance::ToWorkerJson() const {
+  return {{"float32", {fp32_atol, fp32_rtol}}, {"float64", {fp32_atol, fp32_rtol}},
+          {"float16", {half_atol, half_rtol}}, {"bfloat16", {half_atol, half_rtol}},
+          {"default", {fp32_atol, fp32_rtol}}};
+}
+
+const std::vector<std::string>& ToleranceNames() {
+  static const std::vector<std::string> names = {"strict", "kernelbench-v0.1", "adaexplore"};
+  return names;
+}
+
+Status LookupTolerance(const std::string& name, Tolerance* out) {
+  for (const auto& t : kPresets) {
+    if (t.name == name) {
+      *out = t;
+      return Status::Ok();
+    }
+  }
+  return Status::Error("unknown tolerance '" + name + "' (strict, kernelbench-v0.1, adaexplore)");
+}
+
+JudgeOptions JudgeOptions::Resolved() const {
+  JudgeOptions o = *this;
+  bool gpu = cuda();
+  if (o.warmup < 0) o.warmup = gpu ? 10 : 2;
+  if (o.iters < 0) o.iters = gpu ? 50 : 5;
+  if (o.flush_bytes < 0) o.flush_bytes = gpu ? (256LL << 20) : 0;
+  if (o.baselines.empty()) {
+    o.baselines = gpu ? std::vector<std::string>{"eager", "compile"} : std::vector<std::string>{"eager"};
+  }
+  // {"none"} asks for no baselines at all.
+  o.baselines.erase(std::remove(o.baselines.begin(), o.baselines.end(), "none"), o.baselines.end());
+  if (o.input_sets < 1) o.input_sets = 1;
+  if (o.trials < 1) o.trials = 1;
+  return o;
+}
+
+nlohmann::json JudgeOptions::ProtocolJson() const {
+  JudgeOptions o = Resolved();
+  nlohmann::json j = {{"tolerance", o.tolerance}, {"trials", o.trials}, {"time", o.time},
+                      {"warmup", o.warmup},       {"iters", o.iters},   {"input_sets", o.input_sets},
+                      {"flush_bytes", o.flush_bytes}, {"baselines", o.baselines},
+                      {"init_seed", o.init_seed}, {"recheck", o.recheck_trials}};
+  if (o.seed) j["seed"] = *o.seed;
+  return j;
+}
+
+}  // namespace ax

@@ -1,0 +1,52 @@
+// Protocol: the settings that define how a candidate is judged (tolerances,
+// trials, timing), their defaults per device, and the key under which a
+// verdict judged with them may be cached.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ax {
+
+// Per-dtype absolute and relative tolerances.
+struct Tolerance {
+  std::string name;
+  double fp32_atol, fp32_rtol, half_atol, half_rtol;
+  nlohmann::json ToWorkerJson() const;  // {"float32": [atol, rtol], ...}
+};
+
+// "strict", "kernelbench-v0.1" or "adaexplore"; error for anything else.
+Status LookupTolerance(const std::string& name, Tolerance* out);
+const std::vector<std::string>& ToleranceNames();
+
+struct JudgeOptions {
+  std::string device = "cpu";          // "cpu" or "cuda:N"
+  std::string tolerance = "strict";
+  int trials = 5;                      // correctness trials, fresh inputs each
+  int recheck_trials = 10;             // extra trials when speedup > speedup_recheck
+  double speedup_recheck = 10.0;
+  bool time = true;                    // time the candidate (and baselines)
+  int warmup = -1;                     // -1: device default (GPU 10, CPU 2)
+  int iters = -1;                      // -1: device default (GPU 50, CPU 5)
+  int input_sets = 3;                  // input sets rotated through the timed calls
+  long long flush_bytes = -1;          // -1: device default (GPU 256 MiB, CPU 0)
+  std::vector<std::string> baselines;  // empty: device default (GPU eager+compile, CPU eager); {"none"}: none
+  double compile_timeout_s = 600;      // import, build, first call
+  double run_timeout_s = 300;          // one trial or the timing phase
+  std::optional<unsigned long long> seed;  // fixed seeds (reproducible); random otherwise
+  int init_seed = 42;                  // weights: same for reference and candidate
+  bool use_cache = true;
+
+  bool cuda() const { return device.rfind("cuda", 0) == 0; }
+  // Fills the -1/empty fields with the device's defaults.
+  JudgeOptions Resolved() const;
+  // What identifies the protocol for caching (not the seed unless fixed).
+  nlohmann::json ProtocolJson() const;
+};
+
+}  // namespace ax

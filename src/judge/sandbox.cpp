@@ -1,0 +1,307 @@
+#include "judge/sandbox.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace ax {
+
+namespace {
+
+std::atomic<int> g_cgroup_counter{0};
+
+void CloseFd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+bool WriteSmallFile(const std::string& path, const std::string& data) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = write(fd, data.data(), data.size());
+  close(fd);
+  return n == static_cast<ssize_t>(data.size());
+}
+
+// A pids cgroup for the child, or "" when none can be made here.
+std::string MakePidsCgroup(long max_pids) {
+  std::string base;
+  if (access("/sys/fs/cgroup/pids/cgroup.procs", W_OK) == 0) {
+    base = "/sys/fs/cgroup/pids/adaexplore";
+  } else if (access("/sys/fs/cgroup/cgroup.subtree_control", W_OK) == 0) {
+    WriteSmallFile("/sys/fs/cgroup/cgroup.subtree_control", "+pids");
+    base = "/sys/fs/cgroup/adaexplore";
+  } else {
+    return "";
+  }
+  mkdir(base.c_str(), 0755);
+  if (base == "/sys/fs/cgroup/adaexplore") WriteSmallFile(base + "/cgroup.subtree_control", "+pids");
+  std::string dir = base + "/w" + std::to_string(getpid()) + "_" + std::to_string(g_cgroup_counter++);
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
+  if (!WriteSmallFile(dir + "/pids.max", std::to_string(max_pids))) {
+    rmdir(dir.c_str());
+    return "";
+  }
+  return dir;
+}
+
+// Everything below runs in the child between clone and exec: system calls
+// only, no allocation.
+constexpr char kReportProc = 1, kReportReadOnly = 2;
+
+[[noreturn]] void ChildMain(char* const* argv, char* const* envp, const char* cwd, char* const* writable,
+                            int in_fd, int out_fd, int err_fd, int proto_fd, int sync_fd, int report_fd,
+                            const SandboxLimits& lim, bool in_ns) {
+  setsid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Wait until the parent has placed us in the cgroup (or given up on one).
+  char byte;
+  while (read(sync_fd, &byte, 1) < 0 && errno == EINTR) {
+  }
+  close(sync_fd);
+  if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
+  if (proto_fd == 3) {
+    fcntl(3, F_SETFD, 0);
+  } else if (dup2(proto_fd, 3) < 0) {
+    _exit(126);
+  }
+  char report = 0;
+  if (in_ns) {
+    // A private mount table and a /proc that shows only this namespace.
+    mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0) report |= kReportProc;
+    // The root file system read-only, but for the folders the child may write.
+    bool binds_ok = true;
+    for (char* const* w = writable; *w; ++w) {
+      if (mount(*w, *w, nullptr, MS_BIND | MS_REC, nullptr) != 0) binds_ok = false;
+    }
+    if (binds_ok && mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) {
+      report |= kReportReadOnly;
+    }
+  }
+  (void)!write(report_fd, &report, 1);
+  close(report_fd);
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(lim.max_open_files);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(lim.max_processes);
+  setrlimit(RLIMIT_NPROC, &rl);
+  rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(lim.max_file_bytes);
+  setrlimit(RLIMIT_FSIZE, &rl);
+  rl.rlim_cur = rl.rlim_max = 0;
+  setrlimit(RLIMIT_CORE, &rl);
+  if (cwd[0] && chdir(cwd) != 0) _exit(125);
+  if (geteuid() == 0) {
+    // Empty the bounding set so that exec grants root no capabilities.
+    for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  }
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  execve(argv[0], argv, envp);
+  _exit(127);
+}
+
+}  // namespace
+
+std::string ResolveOnPath(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  const char* path = getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string dir = p.substr(start, end - start);
+    if (!dir.empty()) {
+      std::string cand = dir + "/" + prog;
+      if (access(cand.c_str(), X_OK) == 0) return cand;
+    }
+    start = end + 1;
+  }
+  return prog;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return "killed by signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
+  }
+  return "ended with status " + std::to_string(status);
+}
+
+std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std::string* error) {
+  if (spec.argv.empty()) {
+    *error = "empty command";
+    return nullptr;
+  }
+  std::vector<std::string> args = spec.argv;
+  args[0] = ResolveOnPath(args[0]);
+  if (access(args[0].c_str(), X_OK) != 0) {
+    *error = "cannot execute " + args[0] + ": " + strerror(errno);
+    return nullptr;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  std::vector<char*> writable;
+  for (auto& w : spec.writable) writable.push_back(const_cast<char*>(w.c_str()));
+  writable.push_back(nullptr);
+
+  int in[2], proto[2], out[2], err[2], sync[2], rep[2];
+  if (pipe2(in, O_CLOEXEC) || pipe2(proto, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) ||
+      pipe2(sync, O_CLOEXEC) || pipe2(rep, O_CLOEXEC)) {
+    *error = std::string("pipe: ") + strerror(errno);
+    return nullptr;
+  }
+
+  std::unique_ptr<SandboxProcess> p(new SandboxProcess());
+  bool in_ns = false;
+  pid_t pid = -1;
+  if (spec.limits.namespaces) {
+    pid = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
+    if (pid == 0) {
+      ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
+                sync[0], rep[1], spec.limits, true);
+    }
+    in_ns = pid > 0;
+  }
+  if (pid < 0) {
+    pid = fork();
+    if (pid == 0) {
+      ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
+                sync[0], rep[1], spec.limits, false);
+    }
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  close(proto[1]);
+  close(sync[0]);
+  close(rep[1]);
+  if (pid < 0) {
+    *error = std::string("fork: ") + strerror(errno);
+    close(in[1]);
+    close(out[0]);
+    close(err[0]);
+    close(proto[0]);
+    close(sync[1]);
+    close(rep[0]);
+    return nullptr;
+  }
+  p->pid_ = pid;
+  p->in_fd_ = in[1];
+  p->proto_fd_ = proto[0];
+  p->out_fd_ = out[0];
+  p->err_fd_ = err[0];
+  p->isolation_ = in_ns ? "namespaces" : "process-group";
+  p->cgroup_dir_ = MakePidsCgroup(spec.limits.max_processes);
+  if (!p->cgroup_dir_.empty()) {
+    if (WriteSmallFile(p->cgroup_dir_ + "/cgroup.procs", std::to_string(pid))) {
+      p->isolation_ += "+pids-cgroup";
+    } else {
+      p->RemoveCgroup();
+    }
+  }
+  // Let the child go on, then learn what isolation it achieved.
+  char go = 1;
+  (void)!write(sync[1], &go, 1);
+  close(sync[1]);
+  char report = 0;
+  while (read(rep[0], &report, 1) < 0 && errno == EINTR) {
+  }
+  close(rep[0]);
+  if (in_ns && (report & kReportReadOnly)) p->isolation_ += "+readonly-fs";
+  if (in_ns && !(report & kReportProc)) p->isolation_ += "(host-proc)";
+  signal(SIGPIPE, SIG_IGN);
+  return p;
+}
+
+SandboxProcess::~SandboxProcess() {
+  if (!reaped_ && pid_ > 0) {
+    Kill();
+    Wait();
+  }
+  CloseFd(in_fd_);
+  CloseFd(proto_fd_);
+  CloseFd(out_fd_);
+  CloseFd(err_fd_);
+}
+
+void SandboxProcess::CloseInput() { CloseFd(in_fd_); }
+
+void SandboxProcess::Kill() {
+  if (reaped_ || pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  kill(-pid_, SIGKILL);
+  if (!cgroup_dir_.empty()) {
+    // cgroup v2 can kill the whole group at once; v1 needs the list.
+    if (!WriteSmallFile(cgroup_dir_ + "/cgroup.kill", "1")) {
+      std::ifstream procs(cgroup_dir_ + "/cgroup.procs");
+      pid_t p;
+      while (procs >> p) kill(p, SIGKILL);
+    }
+  }
+}
+
+bool SandboxProcess::PollExited() {
+  if (reaped_) return true;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    reaped_ = true;
+    wait_status_ = status;
+    RemoveCgroup();
+    return true;
+  }
+  return false;
+}
+
+std::string SandboxProcess::Wait() {
+  if (!reaped_) {
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    wait_status_ = status;
+    // Processes the child left behind (outside a PID namespace) go too.
+    if (isolation_.rfind("namespaces", 0) != 0) kill(-pid_, SIGKILL);
+    RemoveCgroup();
+  }
+  return DescribeExit(wait_status_);
+}
+
+void SandboxProcess::RemoveCgroup() {
+  if (cgroup_dir_.empty()) return;
+  for (int i = 0; i < 50; ++i) {
+    if (rmdir(cgroup_dir_.c_str()) == 0 || errno == ENOENT) break;
+    std::ifstream procs(cgroup_dir_ + "/cgroup.procs");
+    pid_t p;
+    while (procs >> p) kill(p, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  cgroup_dir_.clear();
+}
+
+}  // namespace ax

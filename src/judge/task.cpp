@@ -1,0 +1,114 @@
+#include "judge/task.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <regex>
+
+#include "common/util.h"
+
+namespace fs = std::filesystem;
+
+namespace ax {
+
+namespace {
+
+bool IsNumber(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+long NumericPrefix(const std::string& name) {
+  size_t i = 0;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  return i ? std::stol(name.substr(0, i)) : -1;
+}
+
+// Finds "ID_*.py" (or "ID.py") in a level folder.
+Status FindProblem(const fs::path& dir, const std::string& id, std::string* out) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::Error("no such KernelBench level folder: " + dir.string());
+  std::vector<std::string> hits;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() != ".py") continue;
+    if (name == id + ".py" || name.rfind(id + "_", 0) == 0) hits.push_back(e.path().string());
+  }
+  if (hits.empty()) return Status::Error("no problem " + id + " in " + dir.string());
+  if (hits.size() > 1) return Status::Error("problem id " + id + " is ambiguous in " + dir.string());
+  *out = hits[0];
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadTask(const std::string& path, TaskRef* out) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (!fs::is_regular_file(p, ec)) return Status::Error("task file not found: " + path);
+  auto src = ReadFile(p.string());
+  if (!src) return Status::Error("cannot read task file: " + path);
+  static const std::regex kModel(R"((^|\n)\s*class\s+Model\s*[\(:])");
+  static const std::regex kInputs(R"((^|\n)\s*def\s+get_inputs\s*\()");
+  static const std::regex kInit(R"((^|\n)\s*def\s+get_init_inputs\s*\()");
+  if (!std::regex_search(*src, kModel)) return Status::Error("not a KernelBench task (no class Model): " + path);
+  if (!std::regex_search(*src, kInputs)) return Status::Error("not a KernelBench task (no get_inputs): " + path);
+  if (!std::regex_search(*src, kInit)) return Status::Error("not a KernelBench task (no get_init_inputs): " + path);
+  out->path = p.lexically_normal().string();
+  out->name = p.stem().string();
+  out->source = *src;
+  out->hash = Sha256Hex(*src);
+  return Status::Ok();
+}
+
+Status ResolveTasks(const std::string& spec, std::vector<TaskRef>* out) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (spec.rfind("kernelbench:", 0) == 0) {
+    // kernelbench:ROOT:LEVEL:ID
+    std::string rest = spec.substr(12);
+    size_t c2 = rest.rfind(':');
+    size_t c1 = c2 == std::string::npos ? std::string::npos : rest.rfind(':', c2 - 1);
+    if (c1 == std::string::npos) return Status::Error("expected kernelbench:ROOT:LEVEL:ID, got " + spec);
+    std::string root = rest.substr(0, c1), level = rest.substr(c1 + 1, c2 - c1 - 1), id = rest.substr(c2 + 1);
+    if (!IsNumber(level) || !IsNumber(id)) return Status::Error("LEVEL and ID must be numbers in " + spec);
+    std::string file;
+    Status s = FindProblem(fs::path(root) / ("level" + level), id, &file);
+    if (!s.ok()) return s;
+    files.push_back(file);
+  } else if (fs::is_regular_file(spec, ec)) {
+    files.push_back(spec);
+  } else if (fs::is_directory(spec, ec)) {
+    for (auto& e : fs::directory_iterator(spec, ec)) {
+      if (e.is_regular_file() && e.path().extension() == ".py" && e.path().filename().string()[0] != '_') {
+        files.push_back(e.path().string());
+      }
+    }
+    if (files.empty()) return Status::Error("no .py task files in " + spec);
+    std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+      std::string na = fs::path(a).filename().string(), nb = fs::path(b).filename().string();
+      long ia = NumericPrefix(na), ib = NumericPrefix(nb);
+      if (ia != ib) return ia < ib;
+      return na < nb;
+    });
+  } else {
+    fs::path p(spec);
+    std::string id = p.filename().string();
+    if (IsNumber(id) && fs::is_directory(p.parent_path(), ec)) {
+      std::string file;
+      Status s = FindProblem(p.parent_path(), id, &file);
+      if (!s.ok()) return s;
+      files.push_back(file);
+    } else {
+      return Status::Error("no such task file or folder: " + spec);
+    }
+  }
+  for (auto& f : files) {
+    TaskRef t;
+    Status s = ReadTask(f, &t);
+    if (!s.ok()) return s;
+    out->push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ax

@@ -1,0 +1,58 @@
+// Verdict: what the judge decided about one candidate on one task.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ax {
+
+// The statuses of the public contract (shared/docs/design.md).
+inline constexpr const char* kStatusOk = "ok";
+inline constexpr const char* kStatusCompileError = "compile_error";
+inline constexpr const char* kStatusRuntimeError = "runtime_error";
+inline constexpr const char* kStatusMismatch = "mismatch";
+inline constexpr const char* kStatusTimeout = "timeout";
+inline constexpr const char* kStatusCrashed = "crashed";
+inline constexpr const char* kStatusRejected = "rejected";
+
+struct TimingSummary {
+  double median_ms = 0, p10_ms = 0, p90_ms = 0, min_ms = 0, max_ms = 0, mean_ms = 0, stdev_ms = 0;
+  int n = 0;
+  nlohmann::json ToJson() const;
+};
+
+struct Verdict {
+  std::string status = kStatusOk;
+  bool correct = false;
+  std::vector<std::string> flags;
+  std::string error;
+  std::optional<double> max_abs_error;
+  std::optional<double> runtime_ms;
+  TimingSummary timing;
+  std::optional<double> host_ms;          // the parent's clock, per call (cross-check)
+  std::map<std::string, double> baseline_ms;
+  std::map<std::string, double> speedup;
+  std::string device;                     // "cpu" or the GPU's name
+  std::string timing_source;              // "cuda_events" or "cpu_clock"
+  nlohmann::json task;                    // path, hash, degenerate, outputs
+  nlohmann::json candidate;               // path, hash
+  nlohmann::json env;                     // torch, triton, python versions
+  nlohmann::json protocol;
+  std::string isolation;
+  std::string output_tail;
+  double judge_seconds = 0;
+  bool cached = false;
+
+  void AddFlag(const std::string& f);
+  bool HasFlag(const std::string& f) const;
+  nlohmann::json ToJson() const;
+  static Verdict FromJson(const nlohmann::json& j);
+  // A short, human-readable report (several lines).
+  std::string ToText() const;
+};
+
+}  // namespace ax

@@ -1,0 +1,219 @@
+#include "judge/worker.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/util.h"
+
+namespace ax {
+
+std::map<std::string, std::string> WorkerEnvironment(const WorkerConfig& cfg) {
+  std::map<std::string, std::string> env;
+  // Only what a Python/CUDA process needs to find its libraries and devices.
+  static const char* kPass[] = {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+                                "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CC", "CXX",
+                                "TORCH_CUDA_ARCH_LIST", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                                "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                                "VIRTUAL_ENV", "TRITON_PTXAS_PATH", "MAX_JOBS"};
+  for (const char* k : kPass) {
+    if (const char* v = getenv(k)) env[k] = v;
+  }
+  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  env["PYTHONPATH"] = cfg.worker_dir;
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  env["PYTHONUNBUFFERED"] = "1";
+  env["PYTHONHASHSEED"] = "0";
+  env["HOME"] = cfg.scratch;
+  env["TMPDIR"] = cfg.scratch;
+  env["ADAEXPLORE_PROTO_FD"] = "3";
+  env["ADAEXPLORE_THREADS"] = std::to_string(cfg.threads);
+  env["OMP_NUM_THREADS"] = std::to_string(cfg.threads);
+  env["TRITON_CACHE_DIR"] = cfg.cache_dir + "/triton";
+  env["TORCHINDUCTOR_CACHE_DIR"] = cfg.cache_dir + "/inductor";
+  env["TORCH_EXTENSIONS_DIR"] = cfg.extensions_dir.empty() ? cfg.cache_dir + "/torch_extensions" : cfg.extensions_dir;
+  env["XDG_CACHE_HOME"] = cfg.scratch + "/.cache";
+  if (cfg.device == "cpu") {
+    env["TRITON_INTERPRET"] = "1";
+    env["CUDA_VISIBLE_DEVICES"] = "";
+  } else {
+    // cuda:N -> the worker sees exactly one GPU, as cuda:0.
+    std::string idx = cfg.device.size() > 5 ? cfg.device.substr(5) : "0";
+    if (const char* vis = getenv("CUDA_VISIBLE_DEVICES"); vis && *vis) {
+      // Map through the parent's own visible list.
+      std::vector<std::string> ids;
+      std::string s = vis;
+      size_t start = 0;
+      while (start <= s.size()) {
+        size_t end = s.find(',', start);
+        if (end == std::string::npos) end = s.size();
+        ids.push_back(s.substr(start, end - start));
+        start = end + 1;
+      }
+      size_t i = static_cast<size_t>(std::atoi(idx.c_str()));
+      if (i < ids.size()) idx = ids[i];
+    }
+    env["CUDA_VISIBLE_DEVICES"] = idx;
+  }
+  return env;
+}
+
+std::unique_ptr<Worker> Worker::Start(const WorkerConfig& cfg, std::string* error) {
+  std::unique_ptr<Worker> w(new Worker());
+  w->cfg_ = cfg;
+  SpawnSpec spec;
+  spec.argv = {cfg.python, "-s", "-m", "adaexplore_worker", cfg.role};
+  spec.env = WorkerEnvironment(cfg);
+  spec.cwd = cfg.scratch;
+  spec.writable = {cfg.scratch, cfg.cache_dir};
+  spec.limits = cfg.limits;
+  w->proc_ = SandboxProcess::Spawn(spec, error);
+  if (!w->proc_) return nullptr;
+  return w;
+}
+
+Worker::~Worker() { Kill(); }
+
+void Worker::Kill() {
+  if (!proc_) return;
+  if (!proc_->Reaped()) {
+    proc_->Kill();
+    proc_->Wait();
+  }
+  alive_ = false;
+}
+
+void Worker::Absorb(const char* data, size_t n) {
+  output_total_ += n;
+  output_.append(data, n);
+  if (output_.size() > 2 * cfg_.output_keep_bytes) {
+    output_.erase(0, output_.size() - cfg_.output_keep_bytes);
+  }
+}
+
+std::string Worker::OutputTail() const {
+  if (output_.size() <= cfg_.output_keep_bytes) return output_;
+  return output_.substr(output_.size() - cfg_.output_keep_bytes);
+}
+
+Reply Worker::WaitReady(double timeout_s) {
+  Reply r = ReadLine(timeout_s);
+  if (r.kind == Reply::kOk && !r.body.value("ok", false)) {
+    r.kind = Reply::kProtocol;
+    r.detail = "worker did not start: " + r.body.dump();
+  }
+  return r;
+}
+
+Reply Worker::Request(const nlohmann::json& req, double timeout_s) {
+  Reply r;
+  if (!alive_) {
+    r.kind = Reply::kDied;
+    r.detail = "worker is not running";
+    return r;
+  }
+  std::string line = req.dump() + "\n";
+  size_t off = 0;
+  while (off < line.size()) {
+    ssize_t n = write(proc_->in_fd(), line.data() + off, line.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // The worker is gone; let ReadLine collect how it ended.
+      break;
+    }
+    off += static_cast<size_t>(n);
+  }
+  return ReadLine(timeout_s);
+}
+
+Reply Worker::ReadLine(double timeout_s) {
+  Reply r;
+  const double t0 = NowSeconds();
+  const double deadline = t0 + timeout_s;
+  char buf[65536];
+  bool proto_open = true, out_open = true, err_open = true;
+  while (true) {
+    size_t nl = proto_buf_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = proto_buf_.substr(0, nl);
+      proto_buf_.erase(0, nl + 1);
+      r.seconds = NowSeconds() - t0;
+      try {
+        r.body = nlohmann::json::parse(line);
+        if (!r.body.is_object()) throw std::runtime_error("not an object");
+        r.kind = Reply::kOk;
+      } catch (const std::exception& e) {
+        Kill();
+        r.kind = Reply::kProtocol;
+        r.detail = "worker sent a malformed reply: " + FirstLine(line, 200);
+      }
+      return r;
+    }
+    if (!proto_open) {
+      // The protocol channel closed: the worker died. Drain what it printed.
+      Kill();
+      r.kind = Reply::kDied;
+      r.detail = proc_->Wait();
+      r.seconds = NowSeconds() - t0;
+      return r;
+    }
+    double now = NowSeconds();
+    if (now >= deadline) {
+      Kill();
+      r.kind = Reply::kTimeout;
+      r.detail = "no reply within " + std::to_string(static_cast<int>(timeout_s)) + " s";
+      r.seconds = now - t0;
+      return r;
+    }
+    struct pollfd fds[3];
+    int nfds = 0;
+    int idx_proto = -1, idx_out = -1, idx_err = -1;
+    if (proto_open) { fds[nfds] = {proc_->proto_fd(), POLLIN, 0}; idx_proto = nfds++; }
+    if (out_open) { fds[nfds] = {proc_->out_fd(), POLLIN, 0}; idx_out = nfds++; }
+    if (err_open) { fds[nfds] = {proc_->err_fd(), POLLIN, 0}; idx_err = nfds++; }
+    int wait_ms = static_cast<int>(std::min(1000.0, (deadline - now) * 1000.0)) + 1;
+    int pr = poll(fds, nfds, wait_ms);
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      Kill();
+      r.kind = Reply::kDied;
+      r.detail = std::string("poll: ") + strerror(errno);
+      return r;
+    }
+    auto drain = [&](int idx, int fd, bool& open, bool is_proto) {
+      if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) return;
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) return;
+        open = false;
+        return;
+      }
+      if (is_proto) {
+        proto_buf_.append(buf, static_cast<size_t>(n));
+      } else {
+        Absorb(buf, static_cast<size_t>(n));
+      }
+    };
+    drain(idx_proto, proc_->proto_fd(), proto_open, true);
+    drain(idx_out, proc_->out_fd(), out_open, false);
+    drain(idx_err, proc_->err_fd(), err_open, false);
+    if (output_total_ > cfg_.output_flood_bytes) {
+      Kill();
+      r.kind = Reply::kFlood;
+      r.detail = "printed more than " + std::to_string(cfg_.output_flood_bytes >> 20) + " MiB of output";
+      r.seconds = NowSeconds() - t0;
+      return r;
+    }
+    if (proto_buf_.size() > (64u << 20)) {
+      Kill();
+      r.kind = Reply::kProtocol;
+      r.detail = "worker reply larger than 64 MiB";
+      return r;
+    }
+  }
+}
+
+}  // namespace ax
