@@ -28,7 +28,13 @@ def main(argv):
         sys.stderr.write("usage: python -m adaexplore_worker reference|candidate\n")
         return 2
     role_name = argv[1]
-    proto = os.fdopen(int(os.environ.get("ADAEXPLORE_PROTO_FD", "3")), "w", buffering=1)
+    # Move the protocol descriptor off the well-known number so that candidate
+    # code writing to fd 3 cannot pass for the harness by accident.
+    import random
+    fd = int(os.environ.pop("ADAEXPLORE_PROTO_FD", "3"))
+    hidden = os.dup2(fd, random.randint(300, 900))
+    os.close(fd)
+    proto = os.fdopen(hidden, "w", buffering=1)
     # Warm start: pay for the imports now, before any request; no CUDA context yet.
     import torch  # noqa: F401
     try:

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "common/util.h"
@@ -50,16 +51,185 @@ void AddCommon(CLI::App* cmd, CommonFlags* f) {
   cmd->add_flag("--no-cache", f->no_cache, "neither read nor write cached verdicts and baselines");
 }
 
-ax::PoolConfig PoolFor(const CommonFlags& f, const std::string& device, int workers) {
+ax::PoolConfig PoolFor(const CommonFlags& f, const std::string& device, int workers, int max_spawns) {
   ax::PoolConfig cfg = ax::DefaultPoolConfig();
   if (!f.python.empty()) cfg.python = f.python;
   if (!f.cache_dir.empty()) cfg.cache_dir = std::filesystem::absolute(f.cache_dir).string();
   cfg.devices = {device};
   cfg.workers_per_device = workers;
+  cfg.max_spawns = max_spawns;
   return cfg;
 }
 
 void Fail(const std::string& msg) { std::fprintf(stderr, "adaexplore: %s\n", msg.c_str()); }
+
+// Flags that set the judging protocol, shared by eval and batch.
+struct JudgeFlags {
+  std::string tolerance = "strict", baselines;
+  int trials = 5, iters = -1, warmup = -1;
+  bool no_time = false;
+  double compile_timeout = 600, run_timeout = 300;
+  long long seed = -1;
+};
+
+void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f) {
+  cmd->add_option("--tolerance", f->tolerance, "strict (default), kernelbench-v0.1 or adaexplore");
+  cmd->add_option("--trials", f->trials, "correctness trials on fresh inputs (default 5)");
+  cmd->add_option("--iters", f->iters, "timed calls (default 50 on GPU, 5 on CPU)");
+  cmd->add_option("--warmup", f->warmup, "untimed warm-up calls (default 10 on GPU, 2 on CPU)");
+  cmd->add_option("--baselines", f->baselines, "comma list of eager,compile or none (default: eager,compile on GPU, eager on CPU)");
+  cmd->add_flag("--no-time", f->no_time, "check correctness only");
+  cmd->add_option("--seed", f->seed, "fix the input seeds (reproducible); random by default");
+  cmd->add_option("--compile-timeout", f->compile_timeout, "seconds for import, build and first call (default 600)");
+  cmd->add_option("--run-timeout", f->run_timeout, "seconds for one trial or the timing phase (default 300)");
+}
+
+// Checks the common and judge flags; fills the options. Returns false (after
+// printing why) on bad usage.
+bool ToOptions(CommonFlags* c, const JudgeFlags& f, ax::JudgeOptions* o) {
+  if (c->device.empty()) c->device = DefaultDevice();
+  if (c->device == "cuda") c->device = "cuda:0";
+  if (!ValidDevice(c->device)) {
+    Fail("bad --device '" + c->device + "' (cpu, cuda or cuda:N)");
+    return false;
+  }
+  ax::Tolerance tol;
+  if (ax::Status s = ax::LookupTolerance(f.tolerance, &tol); !s.ok()) {
+    Fail(s.message());
+    return false;
+  }
+  if (f.trials < 1 || (f.iters != -1 && f.iters < 1)) {
+    Fail("--trials and --iters must be at least 1");
+    return false;
+  }
+  o->device = c->device;
+  o->tolerance = f.tolerance;
+  o->trials = f.trials;
+  o->iters = f.iters;
+  o->warmup = f.warmup;
+  o->time = !f.no_time;
+  o->compile_timeout_s = f.compile_timeout;
+  o->run_timeout_s = f.run_timeout;
+  o->use_cache = !c->no_cache;
+  if (f.seed >= 0) o->seed = static_cast<unsigned long long>(f.seed);
+  if (f.baselines == "none") {
+    o->baselines = {"none"};
+  } else if (!f.baselines.empty()) {
+    std::stringstream ss(f.baselines);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item != "eager" && item != "compile") {
+        Fail("bad --baselines item '" + item + "' (eager, compile or none)");
+        return false;
+      }
+      o->baselines.push_back(item);
+    }
+  }
+  return true;
+}
+
+// One task spec that must name exactly one task.
+bool OneTask(const std::string& spec, ax::TaskRef* out) {
+  std::vector<ax::TaskRef> found;
+  if (ax::Status s = ax::ResolveTasks(spec, &found); !s.ok()) {
+    Fail(s.message());
+    return false;
+  }
+  if (found.size() != 1) {
+    Fail("expected one task; " + spec + " names " + std::to_string(found.size()));
+    return false;
+  }
+  *out = found[0];
+  return true;
+}
+
+// batch: many (task, candidate) pairs through one pool; verdicts as JSON
+// lines on stdout, throughput on stderr.
+int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, int jobs) {
+  ax::JudgeOptions o;
+  if (!ToOptions(&c, f, &o)) return kExitBadInput;
+  auto text = ax::ReadFile(manifest);
+  if (!text) {
+    Fail("cannot read manifest: " + manifest);
+    return kExitBadInput;
+  }
+  std::vector<ax::EvalRequest> reqs;
+  std::map<std::string, ax::TaskRef> tasks;
+  std::stringstream ss(*text);
+  std::string line;
+  int lineno = 0;
+  std::filesystem::path base = std::filesystem::absolute(manifest).parent_path();
+  auto rel = [&](const std::string& p) { return p.empty() || p[0] == '/' ? p : (base / p).string(); };
+  while (std::getline(ss, line)) {
+    ++lineno;
+    if (ax::Trim(line).empty() || ax::Trim(line)[0] == '#') continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception&) {
+      Fail(manifest + ":" + std::to_string(lineno) + ": not a JSON object");
+      return kExitBadInput;
+    }
+    if (!j.is_object() || !j.contains("task") || !j.contains("candidate")) {
+      Fail(manifest + ":" + std::to_string(lineno) + ": needs \"task\" and \"candidate\"");
+      return kExitBadInput;
+    }
+    std::string spec = j["task"].get<std::string>();
+    if (spec.rfind("kernelbench:", 0) != 0) spec = rel(spec);
+    if (!tasks.count(spec)) {
+      ax::TaskRef t;
+      if (!OneTask(spec, &t)) return kExitBadInput;
+      tasks[spec] = t;
+    }
+    std::string cand = rel(j["candidate"].get<std::string>());
+    auto source = ax::ReadFile(cand);
+    if (!source) {
+      Fail(manifest + ":" + std::to_string(lineno) + ": cannot read candidate " + cand);
+      return kExitBadInput;
+    }
+    ax::EvalRequest r;
+    r.task = tasks[spec];
+    r.candidate_path = cand;
+    r.candidate_source = *source;
+    r.options = o;
+    reqs.push_back(std::move(r));
+  }
+  auto pool = ax::MakeJudgePool(PoolFor(c, c.device, std::max(1, jobs), -1));
+  // Baselines and task checks first, so that the throughput figure is the
+  // candidates' own (the one-off baseline cost is printed separately).
+  double t0 = ax::NowSeconds();
+  for (auto& [spec, t] : tasks) {
+    ax::TaskInfo info;
+    ax::Status s = pool->Prepare(t, o, &info);
+    if (!s.ok()) {
+      Fail(s.message());
+      return info.error.empty() ? kExitEnvironment : kExitBadInput;
+    }
+  }
+  double t_tasks = ax::NowSeconds() - t0;
+  std::vector<std::future<ax::EvalResult>> futs;
+  double t1 = ax::NowSeconds();
+  for (auto& r : reqs) futs.push_back(pool->Submit(r));
+  std::map<std::string, int> hist;
+  int failures = 0;
+  for (auto& fu : futs) {
+    ax::EvalResult r = fu.get();
+    if (!r.status.ok()) {
+      ++failures;
+      std::cout << nlohmann::json{{"status", "judge_error"}, {"error", r.status.message()}}.dump() << std::endl;
+      continue;
+    }
+    hist[r.verdict.status]++;
+    std::cout << r.verdict.ToJson().dump() << std::endl;
+  }
+  double wall = ax::NowSeconds() - t1;
+  std::string h;
+  for (auto& [k, n] : hist) h += (h.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  std::fprintf(stderr, "batch: %zu candidates in %.1f s (%.1f per minute) on %s; task checks and baselines %.1f s; %s%s\n",
+               reqs.size(), wall, wall > 0 ? 60.0 * reqs.size() / wall : 0.0, c.device.c_str(), t_tasks, h.c_str(),
+               failures ? (", judge errors " + std::to_string(failures)).c_str() : "");
+  return 0;
+}
 
 }  // namespace
 
@@ -72,24 +242,26 @@ int main(int argc, char** argv) {
   // ---- eval ----
   CLI::App* eval = app.add_subcommand("eval", "judge one candidate kernel against a KernelBench task");
   CommonFlags ef;
-  std::string task_spec, cand_path, tolerance = "strict", baselines;
-  int trials = 5, iters = -1, warmup = -1;
-  bool as_json = false, no_time = false;
-  double compile_timeout = 600, run_timeout = 300;
-  long long seed = -1;
+  JudgeFlags ej;
+  std::string task_spec, cand_path;
+  bool as_json = false;
   eval->add_option("TASK", task_spec, "task file, KernelBench levelN/ID, or kernelbench:ROOT:LEVEL:ID")->required();
   eval->add_option("CANDIDATE", cand_path, "candidate file defining ModelNew")->required();
   AddCommon(eval, &ef);
-  eval->add_option("--tolerance", tolerance, "strict (default), kernelbench-v0.1 or adaexplore");
-  eval->add_option("--trials", trials, "correctness trials on fresh inputs (default 5)");
-  eval->add_option("--iters", iters, "timed calls (default 50 on GPU, 5 on CPU)");
-  eval->add_option("--warmup", warmup, "untimed warm-up calls (default 10 on GPU, 2 on CPU)");
-  eval->add_option("--baselines", baselines, "comma list of eager,compile or none (default: eager,compile on GPU, eager on CPU)");
-  eval->add_flag("--no-time", no_time, "check correctness only");
-  eval->add_option("--seed", seed, "fix the input seeds (reproducible); random by default");
-  eval->add_option("--compile-timeout", compile_timeout, "seconds for import, build and first call (default 600)");
-  eval->add_option("--run-timeout", run_timeout, "seconds for one trial or the timing phase (default 300)");
+  AddJudgeFlags(eval, &ej);
   eval->add_flag("--json", as_json, "print one JSON object (the last line)");
+
+  // ---- batch ----
+  CLI::App* batch = app.add_subcommand("batch", "judge many candidates through one judge pool");
+  CommonFlags bf;
+  JudgeFlags bj;
+  std::string manifest;
+  int jobs = 2;
+  batch->add_option("MANIFEST", manifest, "JSON lines: {\"task\": SPEC, \"candidate\": FILE} (paths relative to the manifest)")
+      ->required();
+  AddCommon(batch, &bf);
+  AddJudgeFlags(batch, &bj);
+  batch->add_option("--jobs", jobs, "candidates in flight per device (default 2)");
 
   // ---- tasks ----
   CLI::App* tasks = app.add_subcommand("tasks", "load and validate tasks: builds, runs, output, degenerate");
@@ -109,64 +281,17 @@ int main(int argc, char** argv) {
   }
 
   if (*eval) {
-    if (ef.device.empty()) ef.device = DefaultDevice();
-    if (ef.device == "cuda") ef.device = "cuda:0";
-    if (!ValidDevice(ef.device)) {
-      Fail("bad --device '" + ef.device + "' (cpu, cuda or cuda:N)");
-      return kExitBadInput;
-    }
-    ax::Tolerance tol;
-    if (ax::Status s = ax::LookupTolerance(tolerance, &tol); !s.ok()) {
-      Fail(s.message());
-      return kExitBadInput;
-    }
-    if (trials < 1 || (iters != -1 && iters < 1)) {
-      Fail("--trials and --iters must be at least 1");
-      return kExitBadInput;
-    }
-    std::vector<ax::TaskRef> found;
-    if (ax::Status s = ax::ResolveTasks(task_spec, &found); !s.ok()) {
-      Fail(s.message());
-      return kExitBadInput;
-    }
-    if (found.size() != 1) {
-      Fail("eval takes one task; " + task_spec + " names " + std::to_string(found.size()));
-      return kExitBadInput;
-    }
+    ax::EvalRequest req;
+    if (!ToOptions(&ef, ej, &req.options)) return kExitBadInput;
+    if (!OneTask(task_spec, &req.task)) return kExitBadInput;
     auto source = ax::ReadFile(cand_path);
     if (!source) {
       Fail("cannot read candidate file: " + cand_path);
       return kExitBadInput;
     }
-    ax::EvalRequest req;
-    req.task = found[0];
     req.candidate_path = std::filesystem::absolute(cand_path).string();
     req.candidate_source = *source;
-    ax::JudgeOptions& o = req.options;
-    o.device = ef.device;
-    o.tolerance = tolerance;
-    o.trials = trials;
-    o.iters = iters;
-    o.warmup = warmup;
-    o.time = !no_time;
-    o.compile_timeout_s = compile_timeout;
-    o.run_timeout_s = run_timeout;
-    o.use_cache = !ef.no_cache;
-    if (seed >= 0) o.seed = static_cast<unsigned long long>(seed);
-    if (baselines == "none") {
-      o.baselines = {"none"};
-    } else if (!baselines.empty()) {
-      std::stringstream ss(baselines);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        if (item != "eager" && item != "compile") {
-          Fail("bad --baselines item '" + item + "' (eager, compile or none)");
-          return kExitBadInput;
-        }
-        o.baselines.push_back(item);
-      }
-    }
-    auto pool = ax::MakeJudgePool(PoolFor(ef, ef.device, 1));
+    auto pool = ax::MakeJudgePool(PoolFor(ef, ef.device, 1, 1));
     ax::EvalResult r = pool->Evaluate(req);
     if (!r.status.ok()) {
       Fail(r.status.message());
@@ -180,22 +305,19 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (*batch) return RunBatch(manifest, bf, bj, jobs);
+
   if (*tasks) {
-    if (tf.device.empty()) tf.device = DefaultDevice();
-    if (tf.device == "cuda") tf.device = "cuda:0";
-    if (!ValidDevice(tf.device)) {
-      Fail("bad --device '" + tf.device + "' (cpu, cuda or cuda:N)");
-      return kExitBadInput;
-    }
+    ax::JudgeOptions o;
+    JudgeFlags tj;
+    tj.tolerance = tasks_tol;
+    if (!ToOptions(&tf, tj, &o)) return kExitBadInput;
     std::vector<ax::TaskRef> found;
     if (ax::Status s = ax::ResolveTasks(tasks_spec, &found); !s.ok()) {
       Fail(s.message());
       return kExitBadInput;
     }
-    auto pool = ax::MakeJudgePool(PoolFor(tf, tf.device, 1));
-    ax::JudgeOptions o;
-    o.device = tf.device;
-    o.tolerance = tasks_tol;
+    auto pool = ax::MakeJudgePool(PoolFor(tf, tf.device, 1, 0));
     int invalid = 0;
     for (const auto& t : found) {
       ax::TaskInfo info;

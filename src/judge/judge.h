@@ -44,6 +44,9 @@ class Judge {
   // Validates a task on a device: it builds, runs, returns tensors; says
   // whether it is degenerate.
   virtual Status CheckTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) = 0;
+  // CheckTask, then measures (or loads from the cache) the task's baselines,
+  // so that later verdicts do not pay for them.
+  virtual Status Prepare(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) = 0;
   EvalResult Evaluate(EvalRequest req) { return Submit(std::move(req)).get(); }
 };
 
@@ -54,6 +57,8 @@ struct PoolConfig {
   std::string scratch_root;           // per-worker scratch folders
   std::vector<std::string> devices;   // "cpu", "cuda:0", ...
   int workers_per_device = 2;         // candidates in flight per device
+  int max_spawns = -1;                // candidate workers to start in all (-1: no limit; a single
+                                      // eval needs 1, so no spare warms up while it is timed)
   SandboxLimits limits;
   double worker_start_timeout_s = 300;
 };

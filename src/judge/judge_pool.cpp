@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -75,6 +76,7 @@ struct DeviceState {
   std::deque<WarmWorker> warm;
   std::string spawn_error;
   int target = 2;
+  int spawned = 0;
 
   std::mutex jobs_mu;
   std::condition_variable jobs_cv;
@@ -152,6 +154,23 @@ class JudgePool : public Judge {
     return EnsureTask(st, task, opts, info);
   }
 
+  Status Prepare(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) override {
+    DeviceState* st = Device(opts.device);
+    if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
+    JudgeOptions o = opts.Resolved();
+    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::mutex> ref(st->ref_mu);
+    Status s = EnsureTask(st, task, o, info);
+    if (!s.ok() || !o.time) return s;
+    for (const auto& mode : o.baselines) {
+      Baseline b;
+      // A baseline that fails (torch.compile cannot handle the model, say)
+      // is flagged on each verdict instead.
+      (void)EnsureBaseline(st, task, o, mode, &b);
+    }
+    return Status::Ok();
+  }
+
  private:
   DeviceState* Device(const std::string& d) {
     auto it = devices_.find(d);
@@ -192,6 +211,13 @@ class JudgePool : public Judge {
         std::unique_lock<std::mutex> lock(st->warm_mu);
         st->warm_cv.wait(lock, [&] { return stop_ || static_cast<int>(st->warm.size()) < st->target; });
         if (stop_) return;
+        if (cfg_.max_spawns >= 0 && st->spawned >= cfg_.max_spawns) {
+          st->spawn_error = "this judge pool starts at most " + std::to_string(cfg_.max_spawns) + " candidate workers";
+          st->warm_cv.notify_all();
+          st->warm_cv.wait(lock, [&] { return stop_.load(); });
+          return;
+        }
+        ++st->spawned;
       }
       WorkerConfig wc = BaseWorkerConfig(st->device, kCandidate);
       wc.scratch = MakeTempDir(cfg_.scratch_root, "cand-");
@@ -736,6 +762,20 @@ class JudgePool : public Judge {
       if (runtime < 0.5 * est - 0.05) {
         v->AddFlag("timing_inconsistent");
         runtime = est;
+      }
+      // The other direction: the timed loop must have taken at least about
+      // as long on the parent's clock as the reported times imply.
+      double predicted = e.wall_ms + calls * (runtime - e.median_ms);
+      if (tr.seconds * 1000.0 < 0.5 * predicted - 50.0) {
+        v->status = kStatusRejected;
+        v->AddFlag("timing_inconsistent");
+        char buf[200];
+        std::snprintf(buf, sizeof buf,
+                      "the timing phase took %.1f ms on the judge's clock, but the reported times imply at least "
+                      "%.1f ms: timing reports were forged or the work was skipped",
+                      tr.seconds * 1000.0, 0.5 * predicted);
+        v->error = buf;
+        return;
       }
     }
     v->runtime_ms = runtime;

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh) and runs every test: the C++ unit tests (ctest)
+# and the judge's end-to-end corpus on the CPU (pytest). GPU tests live in
+# tests/gpu/run.sh and run on a machine with an NVIDIA GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir build --output-on-failure -j 2
+.venv/bin/python -m pytest -q tests/py "$@"
