@@ -44,7 +44,7 @@ def main(argv):
     torch.set_num_threads(max(1, int(os.environ.get("ADAEXPLORE_THREADS", "4"))))
     if role_name == "reference":
         from .reference import ReferenceRole
-        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_CACHE_BYTES", str(8 << 30))))
+        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_MAX_TASKS", "4")))
     else:
         from .candidate import CandidateRole
         role = CandidateRole()

@@ -6,6 +6,8 @@ here with a dtype and shape the candidate cannot influence beyond what it
 declared.
 """
 
+import collections
+import gc
 import time
 
 import torch
@@ -18,29 +20,48 @@ class _Task:
         self.module = module
         self.model = model
         self.device = device
-        self.refs = {}  # seed -> list of output tensors
-        self.bytes = 0
         self.compiled = None
 
 
 class ReferenceRole:
-    def __init__(self, cache_bytes=8 << 30):
-        self.tasks = {}
-        self.cache_bytes = cache_bytes
+    """Holds a few tasks loaded at a time (least recently used go first).
+
+    Reference outputs are recomputed for every comparison: seeds are fresh for
+    every candidate, so there is nothing to reuse, and device memory stays free
+    for the candidates.
+    """
+
+    def __init__(self, max_tasks=4):
+        self.tasks = collections.OrderedDict()
+        self.requests = {}  # key -> the load_task request, to reload an evicted task
+        self.max_tasks = max_tasks
+
+    def _task(self, key):
+        if key not in self.tasks:
+            if key not in self.requests:
+                raise KeyError("task %s was never loaded" % key)
+            resp = self.op_load_task(self.requests[key])
+            if not resp.get("ok"):
+                raise RuntimeError("reloading the task failed: %s" % resp.get("error"))
+        self.tasks.move_to_end(key)
+        return self.tasks[key]
+
+    def _remember(self, key, task, req):
+        self.tasks[key] = task
+        self.requests[key] = req
+        self.tasks.move_to_end(key)
+        while len(self.tasks) > self.max_tasks:
+            self.tasks.popitem(last=False)
+            gc.collect()
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
 
     def _reference(self, task, seed):
-        if seed in task.refs:
-            return task.refs[seed]
         inputs = common.make_inputs(task.module, seed, task.device)
         with torch.no_grad():
             out = task.model(*inputs)
         common.sync(task.device)
-        outs = [t.detach() for t in common.as_tensor_list(out)]
-        size = sum(t.numel() * t.element_size() for t in outs)
-        if task.bytes + size <= self.cache_bytes:
-            task.refs[seed] = outs
-            task.bytes += size
-        return outs
+        return [t.detach() for t in common.as_tensor_list(out)]
 
     def op_load_task(self, req):
         """Build the reference, run it, describe its output and check for degeneracy."""
@@ -73,11 +94,11 @@ class ReferenceRole:
         tol = req["tolerance"]
         if all(_zero_passes(a, tol) for a in outs_a):
             degenerate.append("zero_output_passes")
-        self.tasks[key] = task
+        self._remember(key, task, req)
         return {"ok": True, "outputs": [common.describe(t) for t in outs_a], "degenerate": degenerate}
 
     def op_compare(self, req):
-        task = self.tasks[req["key"]]
+        task = self._task(req["key"])
         refs = self._reference(task, req["seed"])
         got = req["outputs"]
         if len(got) != len(refs):
@@ -110,7 +131,7 @@ class ReferenceRole:
         return result
 
     def op_baseline(self, req):
-        task = self.tasks[req["key"]]
+        task = self._task(req["key"])
         mode = req["mode"]
         fn = task.model
         compile_s = 0.0

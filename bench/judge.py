@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""bench/judge: the judge's throughput and timing noise on a GPU.
+
+1. Throughput: COUNT KernelBench tasks x VARIANTS distinct Triton candidates
+   (the reference plus an identity kernel, bench/make_reference_candidates.py)
+   through one judge pool (`adaexplore batch`), full protocol, cold caches.
+   The one-off cost of checking the tasks and timing their baselines is
+   printed separately from the candidates' own wall time.
+2. Noise: one candidate judged REPEAT times in separate `adaexplore eval`
+   calls (fresh seeds, baselines from the cache): max/min of the medians.
+
+    judge.py --tasks DIR [--count 10] [--variants 5] [--jobs 4] [--device cuda:0] [--bin build/adaexplore]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", required=True)
+    ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--variants", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--bin", default=str(ROOT / "build" / "adaexplore"))
+    ap.add_argument("--extra", default="", help="extra flags for the judge")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-judge-"))
+    env = dict(os.environ, ADAEXPLORE_CACHE_DIR=str(work / "cache"))
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make_reference_candidates.py"), args.tasks, str(work / "c"),
+                    "--variants", str(args.variants), "--limit", str(args.count)], check=True)
+    t0 = time.time()
+    p = subprocess.run([args.bin, "batch", str(work / "c" / "manifest.jsonl"), "--device", args.device,
+                        "--jobs", str(args.jobs)] + args.extra.split(), capture_output=True, text=True, env=env)
+    total = time.time() - t0
+    if p.returncode != 0:
+        sys.exit("batch failed: " + p.stderr[-3000:])
+    verdicts = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    m = re.search(r"batch: (\d+) candidates in ([\d.]+) s .*task checks and baselines ([\d.]+) s", p.stderr)
+    n, cand_s, prep_s = int(m.group(1)), float(m.group(2)), float(m.group(3))
+    statuses = {}
+    for v in verdicts:
+        statuses[v["status"]] = statuses.get(v["status"], 0) + 1
+    v0 = next((v for v in verdicts if v.get("status") == "ok"), verdicts[0])
+    env_info = v0.get("env", {})
+    print("bench/judge  %s  GPU %s  torch %s  triton %s  tolerance %s" % (
+        datetime.date.today(), v0.get("device"), env_info.get("torch"), env_info.get("triton"),
+        v0.get("protocol", {}).get("tolerance")))
+    print("throughput: %d candidates (%d tasks x %d) in %.1f s through the pool (jobs=%d): %.1f s per candidate, "
+          "%.1f candidates per GPU-minute" % (n, args.count, args.variants, cand_s, args.jobs, cand_s / max(n, 1),
+                                              60.0 * n / cand_s))
+    print("one-off: task checks and baselines (eager + torch.compile) %.1f s; whole command %.1f s" % (prep_s, total))
+    print("statuses: %s" % statuses)
+    for v in verdicts:
+        if v["status"] != "ok":
+            print("  not ok: %s %s: %s" % (Path(v["candidate"]["path"]).name, v["status"], v["error"][:300].replace("\n", " ")))
+    # Noise: the same candidate, separate judge calls.
+    task, cand = v0["task"]["path"], v0["candidate"]["path"]
+    medians = []
+    for i in range(args.repeat):
+        q = subprocess.run([args.bin, "eval", task, cand, "--device", args.device, "--json", "--seed", str(1000 + i)]
+                           + args.extra.split(), capture_output=True, text=True, env=env)
+        v = json.loads(q.stdout.strip().splitlines()[-1])
+        medians.append(v["runtime_ms"])
+    print("noise: %s judged %d times: medians %s ms; max/min %.3f" % (
+        Path(cand).name, args.repeat, ", ".join("%.4f" % x for x in medians), max(medians) / min(medians)))
+
+
+if __name__ == "__main__":
+    main()
