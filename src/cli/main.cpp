@@ -42,6 +42,7 @@ struct CommonFlags {
   std::string python;
   std::string cache_dir;
   bool no_cache = false;
+  long long max_memory_mb = 0;
 };
 
 void AddCommon(CLI::App* cmd, CommonFlags* f) {
@@ -49,6 +50,7 @@ void AddCommon(CLI::App* cmd, CommonFlags* f) {
   cmd->add_option("--python", f->python, "Python interpreter with torch and triton (default: ADAEXPLORE_PYTHON or the project's .venv)");
   cmd->add_option("--cache-dir", f->cache_dir, "verdict, baseline and build caches (default: ~/.cache/adaexplore)");
   cmd->add_flag("--no-cache", f->no_cache, "neither read nor write cached verdicts and baselines");
+  cmd->add_option("--max-memory-mb", f->max_memory_mb, "host memory limit per worker process (default: half the RAM)");
 }
 
 ax::PoolConfig PoolFor(const CommonFlags& f, const std::string& device, int workers, int max_spawns) {
@@ -58,6 +60,7 @@ ax::PoolConfig PoolFor(const CommonFlags& f, const std::string& device, int work
   cfg.devices = {device};
   cfg.workers_per_device = workers;
   cfg.max_spawns = max_spawns;
+  if (f.max_memory_mb > 0) cfg.limits.max_memory_bytes = f.max_memory_mb << 20;
   return cfg;
 }
 

@@ -38,24 +38,54 @@ bool WriteSmallFile(const std::string& path, const std::string& data) {
   return n == static_cast<ssize_t>(data.size());
 }
 
-// A pids cgroup for the child, or "" when none can be made here.
-std::string MakePidsCgroup(long max_pids) {
+long long ResolveMemoryLimit(long long want) {
+  if (want != 0) return want;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<long long>(pages) * page / 2 : -1;
+}
+
+// A memory cgroup (v1 hierarchy) for the child, or "".
+std::string MakeMemoryCgroupV1(long long max_bytes) {
+  if (max_bytes <= 0 || access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) != 0) return "";
+  std::string base = "/sys/fs/cgroup/memory/adaexplore";
+  mkdir(base.c_str(), 0755);
+  std::string dir = base + "/w" + std::to_string(getpid()) + "_" + std::to_string(g_cgroup_counter++);
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
+  if (!WriteSmallFile(dir + "/memory.limit_in_bytes", std::to_string(max_bytes))) {
+    rmdir(dir.c_str());
+    return "";
+  }
+  return dir;
+}
+
+// A pids cgroup for the child (on cgroup v2 also limiting memory), or ""
+// when none can be made here.
+std::string MakePidsCgroup(long max_pids, long long max_bytes, bool* v2_memory) {
+  *v2_memory = false;
   std::string base;
   if (access("/sys/fs/cgroup/pids/cgroup.procs", W_OK) == 0) {
     base = "/sys/fs/cgroup/pids/adaexplore";
   } else if (access("/sys/fs/cgroup/cgroup.subtree_control", W_OK) == 0) {
     WriteSmallFile("/sys/fs/cgroup/cgroup.subtree_control", "+pids");
+    WriteSmallFile("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
     base = "/sys/fs/cgroup/adaexplore";
   } else {
     return "";
   }
   mkdir(base.c_str(), 0755);
-  if (base == "/sys/fs/cgroup/adaexplore") WriteSmallFile(base + "/cgroup.subtree_control", "+pids");
+  if (base == "/sys/fs/cgroup/adaexplore") {
+    WriteSmallFile(base + "/cgroup.subtree_control", "+pids");
+    WriteSmallFile(base + "/cgroup.subtree_control", "+memory");
+  }
   std::string dir = base + "/w" + std::to_string(getpid()) + "_" + std::to_string(g_cgroup_counter++);
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
   if (!WriteSmallFile(dir + "/pids.max", std::to_string(max_pids))) {
     rmdir(dir.c_str());
     return "";
+  }
+  if (base == "/sys/fs/cgroup/adaexplore" && max_bytes > 0) {
+    *v2_memory = WriteSmallFile(dir + "/memory.max", std::to_string(max_bytes));
+    WriteSmallFile(dir + "/memory.swap.max", "0");
   }
   return dir;
 }
@@ -111,6 +141,10 @@ constexpr char kReportProc = 1, kReportReadOnly = 2;
     for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   }
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  // Nothing the parent held (its own inherited descriptors) reaches the child.
+  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
+    for (int fd = 4; fd < lim.max_open_files && fd < 65536; ++fd) close(fd);
+  }
   execve(argv[0], argv, envp);
   _exit(127);
 }
@@ -216,12 +250,23 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
   p->out_fd_ = out[0];
   p->err_fd_ = err[0];
   p->isolation_ = in_ns ? "namespaces" : "process-group";
-  p->cgroup_dir_ = MakePidsCgroup(spec.limits.max_processes);
+  const long long mem = ResolveMemoryLimit(spec.limits.max_memory_bytes);
+  bool v2_memory = false;
+  p->cgroup_dir_ = MakePidsCgroup(spec.limits.max_processes, mem, &v2_memory);
+  if (!v2_memory) p->mem_cgroup_dir_ = MakeMemoryCgroupV1(mem);
   if (!p->cgroup_dir_.empty()) {
     if (WriteSmallFile(p->cgroup_dir_ + "/cgroup.procs", std::to_string(pid))) {
-      p->isolation_ += "+pids-cgroup";
+      p->isolation_ += v2_memory ? "+pids-cgroup+memory-cgroup" : "+pids-cgroup";
     } else {
       p->RemoveCgroup();
+    }
+  }
+  if (!p->mem_cgroup_dir_.empty()) {
+    if (WriteSmallFile(p->mem_cgroup_dir_ + "/cgroup.procs", std::to_string(pid))) {
+      p->isolation_ += "+memory-cgroup";
+    } else {
+      rmdir(p->mem_cgroup_dir_.c_str());
+      p->mem_cgroup_dir_.clear();
     }
   }
   // Let the child go on, then learn what isolation it achieved.
@@ -292,16 +337,31 @@ std::string SandboxProcess::Wait() {
   return DescribeExit(wait_status_);
 }
 
-void SandboxProcess::RemoveCgroup() {
-  if (cgroup_dir_.empty()) return;
-  for (int i = 0; i < 50; ++i) {
-    if (rmdir(cgroup_dir_.c_str()) == 0 || errno == ENOENT) break;
-    std::ifstream procs(cgroup_dir_ + "/cgroup.procs");
-    pid_t p;
-    while (procs >> p) kill(p, SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+void SandboxProcess::ReadOomEvents() {
+  // v1: memory.oom_control has "oom_kill N"; v2: memory.events has "oom_kill N".
+  for (const std::string& f : {mem_cgroup_dir_ + "/memory.oom_control", cgroup_dir_ + "/memory.events"}) {
+    std::ifstream in(f);
+    std::string key;
+    long long n;
+    while (in >> key >> n) {
+      if (key == "oom_kill" && n > 0) oom_killed_ = true;
+    }
   }
-  cgroup_dir_.clear();
+}
+
+void SandboxProcess::RemoveCgroup() {
+  ReadOomEvents();
+  for (std::string* dir : {&cgroup_dir_, &mem_cgroup_dir_}) {
+    if (dir->empty()) continue;
+    for (int i = 0; i < 50; ++i) {
+      if (rmdir(dir->c_str()) == 0 || errno == ENOENT) break;
+      std::ifstream procs(*dir + "/cgroup.procs");
+      pid_t p;
+      while (procs >> p) kill(p, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    dir->clear();
+  }
 }
 
 }  // namespace ax

@@ -24,6 +24,7 @@ struct SandboxLimits {
   long max_open_files = 4096;
   long max_processes = 512;
   long long max_file_bytes = 64LL << 30;
+  long long max_memory_bytes = 0;  // memory cgroup limit: 0 half the machine's RAM, < 0 none
   bool namespaces = true;
 };
 
@@ -59,18 +60,24 @@ class SandboxProcess {
   // e.g. "exited with code 3" or "killed by signal 11 (Segmentation fault)".
   std::string Wait();
   bool Reaped() const { return reaped_; }
+  // True when the kernel killed a process of the child's for exceeding the
+  // memory limit (known once the child has been reaped).
+  bool oom_killed() const { return oom_killed_; }
   // Non-blocking check; true once the child has ended (and is reaped).
   bool PollExited();
 
  private:
   SandboxProcess() = default;
   void RemoveCgroup();
+  void ReadOomEvents();
 
   pid_t pid_ = -1;
   int in_fd_ = -1, proto_fd_ = -1, out_fd_ = -1, err_fd_ = -1;
   std::string isolation_;
-  std::string cgroup_dir_;
+  std::string cgroup_dir_;      // pids (and on cgroup v2 also memory)
+  std::string mem_cgroup_dir_;  // memory, on cgroup v1
   bool reaped_ = false;
+  bool oom_killed_ = false;
   int wait_status_ = 0;
 };
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <regex>
 
 #include "common/util.h"
 
@@ -39,6 +38,34 @@ Status FindProblem(const fs::path& dir, const std::string& id, std::string* out)
   return Status::Ok();
 }
 
+// True when some line is `<keyword> <name>` followed by one of `after`
+// (spaces allowed between), like "class Model(" or "def get_inputs(".
+bool DefinesAtLineStart(const std::string& src, const std::string& keyword, const std::string& name,
+                        const std::string& after) {
+  size_t pos = 0;
+  while (pos < src.size()) {
+    size_t end = src.find('\n', pos);
+    if (end == std::string::npos) end = src.size();
+    size_t i = pos;
+    auto skip_space = [&] {
+      while (i < end && (src[i] == ' ' || src[i] == '\t')) ++i;
+    };
+    skip_space();
+    if (src.compare(i, keyword.size(), keyword) == 0) {
+      i += keyword.size();
+      size_t before = i;
+      skip_space();
+      if (i > before && src.compare(i, name.size(), name) == 0) {
+        i += name.size();
+        skip_space();
+        if (i < end && after.find(src[i]) != std::string::npos) return true;
+      }
+    }
+    pos = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status ReadTask(const std::string& path, TaskRef* out) {
@@ -47,12 +74,15 @@ Status ReadTask(const std::string& path, TaskRef* out) {
   if (!fs::is_regular_file(p, ec)) return Status::Error("task file not found: " + path);
   auto src = ReadFile(p.string());
   if (!src) return Status::Error("cannot read task file: " + path);
-  static const std::regex kModel(R"((^|\n)\s*class\s+Model\s*[\(:])");
-  static const std::regex kInputs(R"((^|\n)\s*def\s+get_inputs\s*\()");
-  static const std::regex kInit(R"((^|\n)\s*def\s+get_init_inputs\s*\()");
-  if (!std::regex_search(*src, kModel)) return Status::Error("not a KernelBench task (no class Model): " + path);
-  if (!std::regex_search(*src, kInputs)) return Status::Error("not a KernelBench task (no get_inputs): " + path);
-  if (!std::regex_search(*src, kInit)) return Status::Error("not a KernelBench task (no get_init_inputs): " + path);
+  if (!DefinesAtLineStart(*src, "class", "Model", "(:")) {
+    return Status::Error("not a KernelBench task (no class Model): " + path);
+  }
+  if (!DefinesAtLineStart(*src, "def", "get_inputs", "(")) {
+    return Status::Error("not a KernelBench task (no get_inputs): " + path);
+  }
+  if (!DefinesAtLineStart(*src, "def", "get_init_inputs", "(")) {
+    return Status::Error("not a KernelBench task (no get_init_inputs): " + path);
+  }
   out->path = p.lexically_normal().string();
   out->name = p.stem().string();
   out->source = *src;
@@ -67,8 +97,10 @@ Status ResolveTasks(const std::string& spec, std::vector<TaskRef>* out) {
     // kernelbench:ROOT:LEVEL:ID
     std::string rest = spec.substr(12);
     size_t c2 = rest.rfind(':');
-    size_t c1 = c2 == std::string::npos ? std::string::npos : rest.rfind(':', c2 - 1);
-    if (c1 == std::string::npos) return Status::Error("expected kernelbench:ROOT:LEVEL:ID, got " + spec);
+    size_t c1 = (c2 == std::string::npos || c2 == 0) ? std::string::npos : rest.rfind(':', c2 - 1);
+    if (c1 == std::string::npos || c1 == 0 || c1 >= c2) {
+      return Status::Error("expected kernelbench:ROOT:LEVEL:ID, got " + spec);
+    }
     std::string root = rest.substr(0, c1), level = rest.substr(c1 + 1, c2 - c1 - 1), id = rest.substr(c2 + 1);
     if (!IsNumber(level) || !IsNumber(id)) return Status::Error("LEVEL and ID must be numbers in " + spec);
     std::string file;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -157,14 +158,23 @@ Reply Worker::ReadLine(double timeout_s) {
       Kill();
       r.kind = Reply::kDied;
       r.detail = proc_->Wait();
+      if (proc_->oom_killed()) r.detail += " after reaching its memory limit";
       r.seconds = NowSeconds() - t0;
       return r;
+    }
+    // Without a PID namespace a dead worker's children may hold the pipes
+    // open: notice the worker's own exit too.
+    if (proc_->PollExited()) {
+      proto_open = false;
+      continue;
     }
     double now = NowSeconds();
     if (now >= deadline) {
       Kill();
       r.kind = Reply::kTimeout;
-      r.detail = "no reply within " + std::to_string(static_cast<int>(timeout_s)) + " s";
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "no reply within %g s", timeout_s);
+      r.detail = buf;
       r.seconds = now - t0;
       return r;
     }
