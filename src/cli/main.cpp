@@ -10,12 +10,23 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <ctime>
+#include <atomic>
 #include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
 #include <map>
 #include <sstream>
 
 #include "common/util.h"
 #include "judge/judge.h"
+#include "llm/factory.h"
+#include "llm/recorder.h"
+#include "search/proposer.h"
+#include "search/run_store.h"
+#include "search/search.h"
+#include "search/skill_rules.h"
 
 namespace {
 
@@ -234,6 +245,221 @@ int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, i
   return 0;
 }
 
+
+// ---- optimize and bench ----------------------------------------------------
+
+struct SearchFlags {
+  std::string proposer;
+  int steps = 20;
+  std::string method = "mcts";
+  std::string memory;
+  std::string out;
+  bool resume = false;
+  long long seed = -1;
+  std::string record;
+  std::string backend = "triton";
+  long long max_tokens = 0;
+  double max_dollars = 0;
+  double max_wall_s = 0;
+  std::string prices;
+  int jobs = 1;
+  int llm_max_tokens = 8192;
+  std::string hardware = "an NVIDIA H200 GPU (Hopper, sm_90, 132 SMs, 141 GB HBM3e at 4.8 TB/s)";
+};
+
+void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
+  cmd->add_option("--proposer", f->proposer, "openai:MODEL, azure:DEPLOYMENT, anthropic:MODEL, compat:MODEL@URL, replay:FILE or builtin")
+      ->required();
+  cmd->add_option("--steps", f->steps, "candidates to propose per task (default 20)");
+  cmd->add_option("--search", f->method, "mcts (default), ir (iterative refinement) or bon (best-of-N)");
+  cmd->add_option("--memory", f->memory, "skill memory (rule||score text file) whose rules go into prompts, or none");
+  cmd->add_flag("--resume", f->resume, "continue the run recorded in --out");
+  cmd->add_option("--seed", f->seed, "search seed (default: random, recorded in the run)");
+  cmd->add_option("--record", f->record, "also write every LLM call to FILE (a replay:FILE recording)");
+  cmd->add_option("--backend", f->backend, "triton (default) or cuda kernels");
+  cmd->add_option("--max-tokens", f->max_tokens, "token budget for the whole run (input + output)");
+  cmd->add_option("--max-dollars", f->max_dollars, "dollar budget for the whole run (needs --prices)");
+  cmd->add_option("--max-wall", f->max_wall_s, "wall-time budget per task, seconds");
+  cmd->add_option("--prices", f->prices, "price table JSON (see docs/llm.md)");
+  cmd->add_option("--llm-max-tokens", f->llm_max_tokens, "output token limit per LLM call (default 8192)");
+  cmd->add_option("--hardware", f->hardware, "hardware description for the prompts");
+}
+
+std::string Timestamp() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const JudgeFlags& jf, SearchFlags& sf,
+              bool bench) {
+  namespace fs = std::filesystem;
+  ax::JudgeOptions jo;
+  if (!ToOptions(&c, jf, &jo)) return kExitBadInput;
+  if (sf.method != "mcts" && sf.method != "ir" && sf.method != "bon") {
+    Fail("bad --search '" + sf.method + "' (mcts, ir or bon)");
+    return kExitBadInput;
+  }
+  if (sf.backend != "triton" && sf.backend != "cuda") {
+    Fail("bad --backend '" + sf.backend + "' (triton or cuda)");
+    return kExitBadInput;
+  }
+  if (sf.steps < 1) {
+    Fail("--steps must be at least 1");
+    return kExitBadInput;
+  }
+  if (sf.proposer == "builtin") {
+    Fail("the builtin proposer is not available in this version; use an LLM proposer (openai:, anthropic:, azure:, compat:, replay:)");
+    return kExitBadInput;
+  }
+  std::string out = sf.out.empty() ? "runs/" + (bench ? std::string("bench") : tasks[0].name) + "-" + Timestamp() : sf.out;
+  const std::string db = out + "/run.sqlite";
+  std::error_code ec;
+  if (fs::exists(db, ec) && !sf.resume) {
+    Fail(out + " already holds a run; pass --resume to continue it, or choose another --out");
+    return kExitBadInput;
+  }
+  if (sf.resume && !fs::exists(db, ec)) {
+    Fail("nothing to resume in " + out + " (no run.sqlite)");
+    return kExitBadInput;
+  }
+  fs::create_directories(out, ec);
+  if (ec) {
+    Fail("cannot create " + out + ": " + ec.message());
+    return kExitBadInput;
+  }
+  std::unique_ptr<ax::search::RunStore> store;
+  if (ax::Status s = ax::search::RunStore::Open(db, &store); !s.ok()) {
+    Fail(s.message());
+    return kExitBadInput;
+  }
+  // The seed is part of the run: a resumed run uses the recorded one.
+  unsigned long long seed = sf.seed >= 0 ? static_cast<unsigned long long>(sf.seed) : std::random_device{}();
+  if (auto stored = store->GetMeta("seed"); stored && sf.resume) seed = std::stoull(*stored);
+  nlohmann::json config = {{"proposer", sf.proposer}, {"steps", sf.steps}, {"search", sf.method},
+                           {"seed", seed},           {"device", jo.device}, {"tolerance", jo.tolerance},
+                           {"backend", sf.backend},  {"memory", sf.memory}, {"tasks", nlohmann::json::array()}};
+  for (const auto& t : tasks) config["tasks"].push_back({{"name", t.name}, {"path", t.path}, {"hash", t.hash}});
+  store->PutMeta("seed", std::to_string(seed));
+  store->PutMeta("config", config.dump());
+
+  std::vector<std::string> rules;
+  if (!sf.memory.empty() && sf.memory != "none") {
+    std::vector<ax::search::ScoredRule> all;
+    if (ax::Status s = ax::search::LoadRulesFile(sf.memory, &all); !s.ok()) {
+      Fail(s.message());
+      return kExitBadInput;
+    }
+    rules = ax::search::SelectRules(all);
+  }
+  ax::search::Prompts prompts;
+  if (ax::Status s = ax::search::Prompts::Load("", &prompts); !s.ok()) {
+    Fail(s.message());
+    return kExitEnvironment;
+  }
+  ax::llm::PriceTable prices;
+  if (!sf.prices.empty()) {
+    if (ax::Status s = ax::llm::PriceTable::Load(sf.prices, &prices); !s.ok()) {
+      Fail(s.message());
+      return kExitBadInput;
+    }
+  }
+  ax::llm::Budget budget;
+  budget.max_tokens = sf.max_tokens;
+  budget.max_usd = sf.max_dollars;
+  ax::llm::RunServices services;
+  services.accountant = std::make_shared<ax::llm::Accountant>(prices, budget);
+  if (!sf.record.empty()) {
+    std::unique_ptr<ax::llm::JsonlRecorder> rec;
+    if (ax::Status s = ax::llm::JsonlRecorder::Open(sf.record, sf.resume, &rec); !s.ok()) {
+      Fail(s.message());
+      return kExitBadInput;
+    }
+    services.sink = std::move(rec);
+  }
+  ax::llm::ClientConfig ccfg;
+  std::unique_ptr<ax::llm::LlmClient> client;
+  if (ax::Status s = ax::llm::MakeClient(sf.proposer, ccfg, services, &client); !s.ok()) {
+    Fail(s.message());
+    return kExitBadInput;
+  }
+  auto pool = ax::MakeJudgePool(PoolFor(c, c.device, std::max(1, sf.jobs), -1));
+  ax::search::SearchConfig scfg;
+  scfg.method = sf.method;
+  scfg.steps = sf.steps;
+  scfg.backend = sf.backend;
+  scfg.hardware = jo.cuda() ? sf.hardware : "the CPU (Triton's interpreter; timings are CPU figures)";
+  scfg.rules = rules;
+  scfg.max_wall_s = sf.max_wall_s;
+  std::mutex print_mu;
+  auto accountant = services.accountant;
+  auto progress = [&](const std::string& task, const std::string& line) {
+    auto tot = accountant->run();
+    std::lock_guard<std::mutex> lock(print_mu);
+    std::fprintf(stderr, "[%s] %s | run: %lld calls, %lld tokens, $%.4f\n", task.c_str(), line.c_str(),
+                 static_cast<long long>(tot.calls), static_cast<long long>(tot.input_tokens + tot.output_tokens),
+                 tot.cost_usd);
+  };
+  std::vector<ax::search::TaskResult> results(tasks.size());
+  std::vector<ax::Status> statuses(tasks.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    while (true) {
+      size_t i = next++;
+      if (i >= tasks.size()) return;
+      const auto& t = tasks[i];
+      ax::search::SearchConfig cfg = scfg;
+      // Each task's search draws from its own stream of the run's seed.
+      cfg.seed = seed ^ (std::hash<std::string>{}(t.name) * 0x9E3779B97F4A7C15ULL);
+      ax::search::LlmCaller caller(client.get(), store.get(), t.name, sf.llm_max_tokens);
+      ax::search::LlmProposer proposer(&prompts, &caller);
+      ax::search::TaskSearch search(t, pool.get(), jo, &proposer, store.get(), cfg, progress,
+                                    [&] { return accountant->CheckBudget(); });
+      std::string dir = bench ? out + "/" + t.name : out;
+      statuses[i] = search.Run(dir, &results[i]);
+      results[i].llm_calls = caller.calls();
+      results[i].llm_replayed = caller.replayed();
+    }
+  };
+  std::vector<std::thread> threads;
+  int n = bench ? std::max(1, sf.jobs) : 1;
+  for (int k = 0; k < n; ++k) threads.emplace_back(worker);
+  for (auto& th : threads) th.join();
+  nlohmann::json summary = nlohmann::json::array();
+  int failures = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const auto& r = results[i];
+    summary.push_back(r.ToJson());
+    std::string line = r.task + "  " + r.status;
+    if (r.best_node >= 0) {
+      for (const auto& [k, sp] : r.best.speedup) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "  %.3fx vs %s", sp, k.c_str());
+        line += buf;
+      }
+      line += "  (node " + std::to_string(r.best_node) + ")";
+    }
+    line += "  steps " + std::to_string(r.steps_done) + ", judged " + std::to_string(r.judged) + ", LLM calls " +
+            std::to_string(r.llm_calls) + (r.llm_replayed ? " (" + std::to_string(r.llm_replayed) + " from the store)" : "");
+    std::cout << line << std::endl;
+    if (!statuses[i].ok()) {
+      ++failures;
+      Fail(r.task + ": " + statuses[i].message());
+    }
+  }
+  auto tot = accountant->run();
+  nlohmann::json run = {{"tasks", summary},
+                        {"llm", {{"calls", tot.calls}, {"input_tokens", tot.input_tokens},
+                                 {"output_tokens", tot.output_tokens}, {"cost_usd", tot.cost_usd}}},
+                        {"out", out}};
+  ax::WriteFile(out + "/summary.json", run.dump(2));
+  std::fprintf(stderr, "run: %s (%lld LLM calls, %lld tokens, $%.4f)\n", out.c_str(),
+               static_cast<long long>(tot.calls), static_cast<long long>(tot.input_tokens + tot.output_tokens),
+               tot.cost_usd);
+  return failures ? kExitEnvironment : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,6 +491,31 @@ int main(int argc, char** argv) {
   AddCommon(batch, &bf);
   AddJudgeFlags(batch, &bj);
   batch->add_option("--jobs", jobs, "candidates in flight per device (default 2)");
+
+  // ---- optimize ----
+  CLI::App* optimize = app.add_subcommand("optimize", "search for the fastest correct kernel of one task");
+  CommonFlags of;
+  JudgeFlags oj;
+  SearchFlags os;
+  std::string opt_task;
+  optimize->add_option("TASK", opt_task, "task file, KernelBench levelN/ID, or kernelbench:ROOT:LEVEL:ID")->required();
+  AddCommon(optimize, &of);
+  AddJudgeFlags(optimize, &oj);
+  AddSearchFlags(optimize, &os);
+  optimize->add_option("--out", os.out, "run folder (default runs/TASK-TIMESTAMP): best.py, run.sqlite, summary.json");
+
+  // ---- bench ----
+  CLI::App* benchc = app.add_subcommand("bench", "optimize many tasks, sharing one judge pool and one LLM budget");
+  CommonFlags bnf;
+  JudgeFlags bnj;
+  SearchFlags bns;
+  std::string bench_spec;
+  benchc->add_option("TASKS", bench_spec, "task folder, file, levelN/ID or kernelbench:ROOT:LEVEL:ID")->required();
+  AddCommon(benchc, &bnf);
+  AddJudgeFlags(benchc, &bnj);
+  AddSearchFlags(benchc, &bns);
+  benchc->add_option("--out", bns.out, "run folder: one sub-folder per task, run.sqlite, summary.json")->required();
+  benchc->add_option("--jobs", bns.jobs, "tasks searched in parallel (default 1)");
 
   // ---- tasks ----
   CLI::App* tasks = app.add_subcommand("tasks", "load and validate tasks: builds, runs, output, degenerate");
@@ -309,6 +560,21 @@ int main(int argc, char** argv) {
   }
 
   if (*batch) return RunBatch(manifest, bf, bj, jobs);
+
+  if (*optimize) {
+    ax::TaskRef t;
+    if (!OneTask(opt_task, &t)) return kExitBadInput;
+    return RunSearch({t}, of, oj, os, false);
+  }
+
+  if (*benchc) {
+    std::vector<ax::TaskRef> found;
+    if (ax::Status s = ax::ResolveTasks(bench_spec, &found); !s.ok()) {
+      Fail(s.message());
+      return kExitBadInput;
+    }
+    return RunSearch(found, bnf, bnj, bns, true);
+  }
 
   if (*tasks) {
     ax::JudgeOptions o;

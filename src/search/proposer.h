@@ -1,0 +1,71 @@
+// Proposer: where candidate kernels come from. The search asks for a large
+// step (a new kernel, shown a diverse pool of good ones) or a small step (an
+// edit of one kernel, guided by its recent history) and never knows whether
+// an LLM or the builtin generator answers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "llm/client.h"
+#include "search/prompts.h"
+#include "search/run_store.h"
+
+namespace ax::search {
+
+struct StepContext {
+  std::string task;       // task name
+  bool large = true;      // large step (new kernel) or small step (edit of prompt.parent)
+  PromptInputs prompt;    // what the prompts show: task, pool, path, parent, rules
+};
+
+struct Proposal {
+  std::string source;           // the candidate; empty when the step produced none
+  std::string note;             // guidance used, edit report, or why there is no candidate
+  bool infra_failure = false;   // the LLM failed (network, quota): not the kernel's fault
+  bool stop_run = false;        // the run cannot go on (budget spent, key rejected)
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual Proposal Propose(const StepContext& ctx) = 0;
+};
+
+// The LLM calls of one task's search, numbered in order and kept in the run
+// store. On resume, a call already recorded under the same number with the
+// same request is served from the store instead of asked again (calls that
+// failed for infrastructure reasons are asked again).
+class LlmCaller {
+ public:
+  LlmCaller(llm::LlmClient* client, RunStore* store, std::string task, int max_tokens)
+      : client_(client), store_(store), task_(std::move(task)), max_tokens_(max_tokens) {}
+  llm::ChatResult Ask(const std::string& purpose, const RenderedPrompt& prompt, Status* store_error);
+  int calls() const { return seq_; }
+  int replayed() const { return replayed_; }
+
+ private:
+  llm::LlmClient* client_;
+  RunStore* store_;
+  std::string task_;
+  int max_tokens_;
+  int seq_ = 0;
+  int replayed_ = 0;
+};
+
+// Large step: the proposer prompt, then the first code block of the reply.
+// Small step: the reviser turns the recent path into guidance; the tuner
+// returns numbered edits, applied to the parent; edits that do not apply go
+// back to the tuner once with the reasons.
+class LlmProposer : public Proposer {
+ public:
+  LlmProposer(const Prompts* prompts, LlmCaller* caller) : prompts_(prompts), caller_(caller) {}
+  Proposal Propose(const StepContext& ctx) override;
+
+ private:
+  Proposal Fail(const llm::ChatResult& r, const std::string& what);
+  const Prompts* prompts_;
+  LlmCaller* caller_;
+};
+
+}  // namespace ax::search

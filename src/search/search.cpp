@@ -1,0 +1,267 @@
+#include "search/search.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "common/util.h"
+
+namespace ax::search {
+
+namespace {
+
+std::string Excerpt(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  return s.substr(0, n * 2 / 3) + "\n...\n" + s.substr(s.size() - n / 3);
+}
+
+}  // namespace
+
+std::string VerdictLine(const Outcome& o) {
+  char buf[160];
+  if (o.correct) {
+    std::snprintf(buf, sizeof buf, "correct, %.3fx vs eager PyTorch (%.4f ms)", o.speedup, o.runtime_ms);
+    return buf;
+  }
+  std::string first = FirstLine(o.error, 200);
+  return o.status + (first.empty() ? "" : ": " + first);
+}
+
+Outcome OutcomeOf(const Verdict& v) {
+  Outcome o;
+  o.status = v.status;
+  o.correct = v.correct;
+  auto it = v.speedup.find("eager");
+  o.speedup = v.correct && it != v.speedup.end() ? it->second : (v.correct ? 1.0 : 0.0);
+  o.runtime_ms = v.runtime_ms.value_or(0.0);
+  o.error = Excerpt(v.error, 3000);
+  o.flags = v.flags;
+  return o;
+}
+
+nlohmann::json TaskResult::ToJson() const {
+  nlohmann::json j = {{"task", task},           {"status", status},     {"steps", steps_done},
+                      {"best_node", best_node}, {"llm_calls", llm_calls}, {"llm_replayed", llm_replayed},
+                      {"judged", judged},       {"judge_reused", judge_reused}, {"wall_s", wall_s}};
+  if (best_node >= 0) {
+    j["runtime_ms"] = best.runtime_ms ? nlohmann::json(*best.runtime_ms) : nlohmann::json(nullptr);
+    j["speedup"] = best.speedup;
+    j["baseline_ms"] = best.baseline_ms;
+    j["flags"] = best.flags;
+    j["device"] = best.device;
+  }
+  return j;
+}
+
+TaskSearch::TaskSearch(TaskRef task, Judge* judge, JudgeOptions judge_options, Proposer* proposer, RunStore* store,
+                       SearchConfig cfg, ProgressFn progress, std::function<Status()> budget_check)
+    : task_(std::move(task)),
+      judge_(judge),
+      jopts_(std::move(judge_options)),
+      proposer_(proposer),
+      store_(store),
+      cfg_(std::move(cfg)),
+      progress_(std::move(progress)),
+      budget_check_(std::move(budget_check)),
+      tree_(cfg_.params),
+      rng_(cfg_.seed) {}
+
+ShownKernel TaskSearch::Show(int id) const {
+  const Node& n = tree_.node(id);
+  ShownKernel k;
+  k.source = n.source;
+  k.verdict = VerdictLine(n.outcome);
+  if (!n.outcome.correct && !n.outcome.error.empty()) k.verdict += "\n\n```\n" + Excerpt(n.outcome.error, 1500) + "\n```";
+  k.note = n.note;
+  return k;
+}
+
+StepContext TaskSearch::Context(int id, bool large) {
+  StepContext ctx;
+  ctx.task = task_.name;
+  ctx.large = large;
+  PromptInputs& p = ctx.prompt;
+  p.task_source = task_.source;
+  p.backend = cfg_.backend;
+  p.tolerance = jopts_.tolerance;
+  Tolerance tol;
+  if (LookupTolerance(jopts_.tolerance, &tol).ok()) p.fp32_tol = tol.fp32_atol;
+  p.hardware = cfg_.hardware;
+  p.rules = cfg_.rules;
+  if (large) {
+    if (cfg_.method != "bon") {
+      for (int k : tree_.DiversePool(id)) p.pool.push_back(Show(k));
+    }
+  } else {
+    p.parent = Show(id);
+    for (int k : tree_.RecentPath(id)) {
+      if (k != root_) p.path.push_back(Show(k));
+    }
+  }
+  return ctx;
+}
+
+int TaskSearch::SelectNode(bool* large) {
+  const int root = root_;
+  int node = root;
+  if (cfg_.method == "bon") {
+    *large = true;
+    return root;
+  }
+  if (cfg_.method == "ir") {
+    node = ir_tip_;
+    *large = node == root;
+  } else {
+    node = tree_.Select(rng_).node;
+    *large = tree_.ChooseStep(node, rng_) == StepKind::kLarge;
+  }
+  // Nothing to edit in a step that produced no kernel.
+  if (tree_.node(node).source.empty()) *large = true;
+  return node;
+}
+
+Outcome TaskSearch::Judge1(const std::string& source, Verdict* verdict, Status* fatal) {
+  const std::string hash = Sha256Hex(source);
+  if (store_) {
+    if (auto hit = store_->GetVerdict(task_.name, hash)) {
+      try {
+        *verdict = Verdict::FromJson(nlohmann::json::parse(*hit));
+        ++reused_;
+        return OutcomeOf(*verdict);
+      } catch (...) {
+      }
+    }
+  }
+  EvalRequest req;
+  req.task = task_;
+  req.candidate_path = "node";
+  req.candidate_source = source;
+  req.options = jopts_;
+  EvalResult r = judge_->Evaluate(req);
+  if (!r.status.ok()) {
+    *fatal = r.status;
+    return Outcome{};
+  }
+  ++judged_;
+  *verdict = r.verdict;
+  if (store_) {
+    Status s = store_->PutVerdict(task_.name, hash, r.verdict.ToJson().dump());
+    if (!s.ok()) *fatal = s;
+  }
+  return OutcomeOf(r.verdict);
+}
+
+Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
+  const double t0 = NowSeconds();
+  result->task = task_.name;
+  result->status = "none";
+  root_ = tree_.AddRoot(task_.source, task_.hash);
+  ir_tip_ = root_;
+  Status fatal;
+  for (int step = 0; step < cfg_.steps; ++step) {
+    if (budget_check_) {
+      Status b = budget_check_();
+      if (!b.ok()) {
+        result->status = "stopped: " + b.message();
+        break;
+      }
+    }
+    if (cfg_.max_wall_s > 0 && NowSeconds() - t0 > cfg_.max_wall_s) {
+      result->status = "stopped: wall-time budget spent";
+      break;
+    }
+    bool large = true;
+    int node = SelectNode(&large);
+    Proposal p = proposer_->Propose(Context(node, large));
+    if (p.stop_run) {
+      result->status = "stopped: " + FirstLine(p.note, 300);
+      break;
+    }
+    Outcome o;
+    std::string hash;
+    if (p.source.empty()) {
+      o.status = "no_candidate";
+      o.error = p.note;
+    } else {
+      hash = Sha256Hex(p.source);
+      if (auto dup = tree_.FindByHash(hash)) {
+        o.status = "duplicate";
+        o.error = "identical to node " + std::to_string(*dup) + " (" + VerdictLine(tree_.node(*dup).outcome) + ")";
+      } else {
+        Verdict v;
+        o = Judge1(p.source, &v, &fatal);
+        if (!fatal.ok()) break;
+      }
+    }
+    int child = tree_.AddChild(node, large ? StepKind::kLarge : StepKind::kSmall, p.source, hash, p.note);
+    tree_.SetOutcome(child, o);
+    tree_.Backpropagate(child, Reward(o, cfg_.params.reward));
+    if (cfg_.method == "ir" && !p.source.empty() && o.status != "duplicate") ir_tip_ = child;
+    result->steps_done = step + 1;
+    if (store_) {
+      Status s = store_->PutTree(task_.name, tree_.ToJson());
+      if (!s.ok()) {
+        fatal = s;
+        break;
+      }
+    }
+    if (progress_) {
+      int best = tree_.best();
+      char buf[400];
+      std::snprintf(buf, sizeof buf, "step %d/%d %s from node %d: %s | best %s", step + 1, cfg_.steps,
+                    large ? "large" : "small", node, FirstLine(VerdictLine(o), 120).c_str(),
+                    best >= 0 ? (std::to_string(tree_.node(best).outcome.speedup).substr(0, 5) + "x").c_str() : "none");
+      progress_(task_.name, buf);
+    }
+  }
+  if (!fatal.ok()) {
+    result->status = "stopped: " + fatal.message();
+    return fatal;
+  }
+  // The winner: the fastest correct candidates re-timed together, so that a
+  // lucky measurement does not win.
+  double best_ms = 0;
+  for (int id : tree_.BestCorrect(static_cast<size_t>(std::max(1, cfg_.retime_top)))) {
+    EvalRequest req;
+    req.task = task_;
+    req.candidate_path = "node " + std::to_string(id);
+    req.candidate_source = tree_.node(id).source;
+    req.options = jopts_;
+    req.options.use_cache = false;
+    EvalResult r = judge_->Evaluate(req);
+    if (!r.status.ok() || !r.verdict.correct) continue;
+    double ms = r.verdict.runtime_ms.value_or(0.0);
+    if (result->best_node < 0 || (ms > 0 && ms < best_ms)) {
+      result->best_node = id;
+      result->best = r.verdict;
+      best_ms = ms;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  const std::string best_path = out_dir + "/best.py";
+  if (result->best_node >= 0) {
+    if (result->status == "none") result->status = "found";
+    std::string header = "# adaexplore: best kernel for " + task_.name + " (node " + std::to_string(result->best_node);
+    for (const auto& [k, sp] : result->best.speedup) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ", %.3fx vs %s", sp, k.c_str());
+      header += buf;
+    }
+    header += " on " + result->best.device + ", tolerance " + jopts_.tolerance + ")\n";
+    if (!WriteFile(best_path, header + tree_.node(result->best_node).source)) {
+      return Status::Error("cannot write " + best_path);
+    }
+  } else {
+    std::filesystem::remove(best_path, ec);
+  }
+  result->judged = judged_;
+  result->judge_reused = reused_;
+  result->wall_s = NowSeconds() - t0;
+  if (store_) {
+    Status s = store_->PutTask(task_.name, result->status, result->ToJson());
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace ax::search

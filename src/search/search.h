@@ -1,0 +1,80 @@
+// TaskSearch: the search for the fastest correct kernel of one task within a
+// budget: MCTS (the AdaExplore tree search), iterative refinement (one chain
+// of small steps) or best-of-N (independent large steps), all over the same
+// tree, proposer, judge and run store, so methods compare side by side.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "judge/judge.h"
+#include "search/proposer.h"
+#include "search/run_store.h"
+#include "search/tree.h"
+
+namespace ax::search {
+
+struct SearchConfig {
+  std::string method = "mcts";  // mcts | ir | bon
+  int steps = 20;
+  SearchParams params;
+  unsigned long long seed = 0;
+  std::string backend = "triton";
+  std::string hardware = "an NVIDIA GPU";
+  std::vector<std::string> rules;   // skill-memory rules for the prompts, best first
+  int retime_top = 3;               // candidates re-timed at the end
+  double max_wall_s = 0;            // 0: no limit
+};
+
+struct TaskResult {
+  std::string task;
+  std::string status;        // "found", "none", "stopped: ..."
+  int steps_done = 0;
+  int best_node = -1;
+  Verdict best;              // the re-timed verdict of the winner
+  int llm_calls = 0, llm_replayed = 0, judged = 0, judge_reused = 0;
+  double wall_s = 0;
+  nlohmann::json ToJson() const;
+};
+
+// One line per step, for the live display.
+using ProgressFn = std::function<void(const std::string& task, const std::string& line)>;
+
+class TaskSearch {
+ public:
+  TaskSearch(TaskRef task, Judge* judge, JudgeOptions judge_options, Proposer* proposer, RunStore* store,
+             SearchConfig cfg, ProgressFn progress, std::function<Status()> budget_check);
+  // Runs to the budget; writes best.py into out_dir when a correct kernel
+  // was found. A non-ok status means the run could not go on (store, judge).
+  Status Run(const std::string& out_dir, TaskResult* result);
+  const Tree& tree() const { return tree_; }
+
+ private:
+  int SelectNode(bool* large);
+  Outcome Judge1(const std::string& source, Verdict* verdict, Status* fatal);
+  StepContext Context(int node, bool large);
+  ShownKernel Show(int node) const;
+
+  TaskRef task_;
+  Judge* judge_;
+  JudgeOptions jopts_;
+  Proposer* proposer_;
+  RunStore* store_;
+  SearchConfig cfg_;
+  ProgressFn progress_;
+  std::function<Status()> budget_check_;
+  Tree tree_;
+  std::mt19937_64 rng_;
+  int root_ = 0;
+  int ir_tip_ = 0;
+  int judged_ = 0, reused_ = 0;
+};
+
+// One line saying how a verdict went, as prompts and the display show it.
+std::string VerdictLine(const Outcome& o);
+Outcome OutcomeOf(const Verdict& v);
+
+}  // namespace ax::search
