@@ -86,14 +86,14 @@ struct JudgeFlags {
   long long seed = -1;
 };
 
-void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f) {
+void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f, const char* seed_flag = "--seed") {
   cmd->add_option("--tolerance", f->tolerance, "strict (default), kernelbench-v0.1 or adaexplore");
   cmd->add_option("--trials", f->trials, "correctness trials on fresh inputs (default 5)");
   cmd->add_option("--iters", f->iters, "timed calls (default 50 on GPU, 5 on CPU)");
   cmd->add_option("--warmup", f->warmup, "untimed warm-up calls (default 10 on GPU, 2 on CPU)");
   cmd->add_option("--baselines", f->baselines, "comma list of eager,compile or none (default: eager,compile on GPU, eager on CPU)");
   cmd->add_flag("--no-time", f->no_time, "check correctness only");
-  cmd->add_option("--seed", f->seed, "fix the input seeds (reproducible); random by default");
+  cmd->add_option(seed_flag, f->seed, "fix the judge's input seeds (reproducible); random by default");
   cmd->add_option("--compile-timeout", f->compile_timeout, "seconds for import, build and first call (default 600)");
   cmd->add_option("--run-timeout", f->run_timeout, "seconds for one trial or the timing phase (default 300)");
 }
@@ -500,7 +500,7 @@ int main(int argc, char** argv) {
   std::string opt_task;
   optimize->add_option("TASK", opt_task, "task file, KernelBench levelN/ID, or kernelbench:ROOT:LEVEL:ID")->required();
   AddCommon(optimize, &of);
-  AddJudgeFlags(optimize, &oj);
+  AddJudgeFlags(optimize, &oj, "--judge-seed");
   AddSearchFlags(optimize, &os);
   optimize->add_option("--out", os.out, "run folder (default runs/TASK-TIMESTAMP): best.py, run.sqlite, summary.json");
 
@@ -512,7 +512,7 @@ int main(int argc, char** argv) {
   std::string bench_spec;
   benchc->add_option("TASKS", bench_spec, "task folder, file, levelN/ID or kernelbench:ROOT:LEVEL:ID")->required();
   AddCommon(benchc, &bnf);
-  AddJudgeFlags(benchc, &bnj);
+  AddJudgeFlags(benchc, &bnj, "--judge-seed");
   AddSearchFlags(benchc, &bns);
   benchc->add_option("--out", bns.out, "run folder: one sub-folder per task, run.sqlite, summary.json")->required();
   benchc->add_option("--jobs", bns.jobs, "tasks searched in parallel (default 1)");
