@@ -265,6 +265,9 @@ struct SearchFlags {
   int jobs = 1;
   int llm_max_tokens = 8192;
   std::string hardware = "an NVIDIA H200 GPU (Hopper, sm_90, 132 SMs, 141 GB HBM3e at 4.8 TB/s)";
+  ax::search::SearchParams params;
+  std::string reward_mapping = "linear-clipped";
+  int retime_top = 3;
 };
 
 void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
@@ -283,6 +286,15 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
   cmd->add_option("--prices", f->prices, "price table JSON (see docs/llm.md)");
   cmd->add_option("--llm-max-tokens", f->llm_max_tokens, "output token limit per LLM call (default 8192)");
   cmd->add_option("--hardware", f->hardware, "hardware description for the prompts");
+  cmd->add_option("--alpha", f->params.alpha, "node value Q = alpha * max reward + (1 - alpha) * mean (default 0.5)");
+  cmd->add_option("--c", f->params.c, "UCT exploration weight (default 0.3)");
+  cmd->add_option("--expand-ratio", f->params.expand_ratio, "the expand action's exploration weight / c (default 1.0)");
+  cmd->add_option("--small-step-limit", f->params.small_step_limit, "small-step children before a node takes large steps (default 2)");
+  cmd->add_option("--p-large", f->params.p_large, "chance of a large step below that limit (default 0.2)");
+  cmd->add_option("--pool-size", f->params.pool_size, "kernels shown to a large step (default 5)");
+  cmd->add_option("--path-window", f->params.path_window, "recent nodes shown to the reviser (default 5)");
+  cmd->add_option("--reward", f->reward_mapping, "speedup-to-reward mapping: linear-clipped (default) or log-clipped");
+  cmd->add_option("--retime-top", f->retime_top, "best candidates re-timed at the end (default 3)");
 }
 
 std::string Timestamp() {
@@ -303,6 +315,16 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   }
   if (sf.backend != "triton" && sf.backend != "cuda") {
     Fail("bad --backend '" + sf.backend + "' (triton or cuda)");
+    return kExitBadInput;
+  }
+  if (auto m = ax::search::ParseRewardMapping(sf.reward_mapping)) {
+    sf.params.reward.mapping = *m;
+  } else {
+    Fail("bad --reward '" + sf.reward_mapping + "' (linear-clipped or log-clipped)");
+    return kExitBadInput;
+  }
+  if (ax::Status s = sf.params.Validate(); !s.ok()) {
+    Fail(s.message());
     return kExitBadInput;
   }
   if (sf.steps < 1) {
@@ -339,7 +361,8 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   if (auto stored = store->GetMeta("seed"); stored && sf.resume) seed = std::stoull(*stored);
   nlohmann::json config = {{"proposer", sf.proposer}, {"steps", sf.steps}, {"search", sf.method},
                            {"seed", seed},           {"device", jo.device}, {"tolerance", jo.tolerance},
-                           {"backend", sf.backend},  {"memory", sf.memory}, {"tasks", nlohmann::json::array()}};
+                           {"backend", sf.backend},  {"memory", sf.memory}, {"params", sf.params.ToJson()},
+                           {"tasks", nlohmann::json::array()}};
   for (const auto& t : tasks) config["tasks"].push_back({{"name", t.name}, {"path", t.path}, {"hash", t.hash}});
   store->PutMeta("seed", std::to_string(seed));
   store->PutMeta("config", config.dump());
@@ -392,6 +415,8 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   scfg.hardware = jo.cuda() ? sf.hardware : "the CPU (Triton's interpreter; timings are CPU figures)";
   scfg.rules = rules;
   scfg.max_wall_s = sf.max_wall_s;
+  scfg.params = sf.params;
+  scfg.retime_top = sf.retime_top;
   std::mutex print_mu;
   auto accountant = services.accountant;
   auto progress = [&](const std::string& task, const std::string& line) {
