@@ -35,7 +35,8 @@ Status RenderRange(const std::string& t, size_t pos, size_t end, const std::map<
       std::string name = tag.substr(1);
       std::string end_tag = "{{/" + name + "}}";
       // Section tags on lines of their own leave no line behind.
-      if (pos < end && t[pos] == '\n') ++pos;
+      const bool open_alone = open == 0 || t[open - 1] == '\n';
+      if (open_alone && pos < end && t[pos] == '\n') ++pos;
       size_t sec_end = t.find(end_tag, pos);
       if (sec_end == std::string::npos || sec_end >= end) return Status::Error("section " + name + " never closed");
       auto it = v.find(name);
@@ -46,7 +47,8 @@ Status RenderRange(const std::string& t, size_t pos, size_t end, const std::map<
         if (!s.ok()) return s;
       }
       pos = sec_end + end_tag.size();
-      if (pos < end && t[pos] == '\n') ++pos;
+      const bool close_alone = sec_end == 0 || t[sec_end - 1] == '\n';
+      if (close_alone && pos < end && t[pos] == '\n') ++pos;
       continue;
     }
     if (kind == '/') return Status::Error("unexpected {{" + tag + "}}");

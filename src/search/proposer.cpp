@@ -36,7 +36,9 @@ llm::ChatResult LlmCaller::Ask(const std::string& purpose, const RenderedPrompt&
   if (store_) {
     if (auto stored = store_->GetCall(task_, seq); stored && stored->request_hash == hash) {
       llm::CallRecord rec;
-      if (llm::RecordFromJsonLine(stored->record_json, &rec).ok() && !InfraError(rec.result.error)) {
+      // Failures that a retry (or a fixed key) may cure are asked again.
+      if (llm::RecordFromJsonLine(stored->record_json, &rec).ok() && !InfraError(rec.result.error) &&
+          !FatalError(rec.result.error)) {
         ++replayed_;
         return rec.result;
       }

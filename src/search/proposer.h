@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "llm/client.h"
 #include "search/prompts.h"
@@ -30,6 +31,8 @@ class Proposer {
  public:
   virtual ~Proposer() = default;
   virtual Proposal Propose(const StepContext& ctx) = 0;
+  // LLM calls made so far and how many of them came from the run store.
+  virtual std::pair<int, int> Calls() const { return {0, 0}; }
 };
 
 // The LLM calls of one task's search, numbered in order and kept in the run
@@ -61,6 +64,7 @@ class LlmProposer : public Proposer {
  public:
   LlmProposer(const Prompts* prompts, LlmCaller* caller) : prompts_(prompts), caller_(caller) {}
   Proposal Propose(const StepContext& ctx) override;
+  std::pair<int, int> Calls() const override { return {caller_->calls(), caller_->replayed()}; }
 
  private:
   Proposal Fail(const llm::ChatResult& r, const std::string& what);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "common/util.h"
 
@@ -41,7 +42,8 @@ Outcome OutcomeOf(const Verdict& v) {
 nlohmann::json TaskResult::ToJson() const {
   nlohmann::json j = {{"task", task},           {"status", status},     {"steps", steps_done},
                       {"best_node", best_node}, {"llm_calls", llm_calls}, {"llm_replayed", llm_replayed},
-                      {"judged", judged},       {"judge_reused", judge_reused}, {"wall_s", wall_s}};
+                      {"judged", judged},       {"judge_reused", judge_reused}, {"wall_s", wall_s},
+                      {"first_correct", first_correct}};
   if (best_node >= 0) {
     j["runtime_ms"] = best.runtime_ms ? nlohmann::json(*best.runtime_ms) : nlohmann::json(nullptr);
     j["speedup"] = best.speedup;
@@ -86,7 +88,7 @@ StepContext TaskSearch::Context(int id, bool large) {
   Tolerance tol;
   if (LookupTolerance(jopts_.tolerance, &tol).ok()) p.fp32_tol = tol.fp32_atol;
   p.hardware = cfg_.hardware;
-  p.rules = cfg_.rules;
+  p.rules = rules_provider_ ? rules_provider_() : cfg_.rules;
   if (large) {
     if (cfg_.method != "bon") {
       for (int k : tree_.DiversePool(id)) p.pool.push_back(Show(k));
@@ -176,6 +178,12 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
       result->status = "stopped: " + FirstLine(p.note, 300);
       break;
     }
+    if (p.infra_failure) {
+      // The LLM failed, not the kernel: no node, no reward; the step is spent.
+      result->steps_done = step + 1;
+      if (progress_) progress_(task_.name, "step " + std::to_string(step + 1) + ": " + FirstLine(p.note, 200));
+      continue;
+    }
     Outcome o;
     std::string hash;
     if (p.source.empty()) {
@@ -190,6 +198,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
         Verdict v;
         o = Judge1(p.source, &v, &fatal);
         if (!fatal.ok()) break;
+        if (on_judged_) on_judged_(p.source, o);
       }
     }
     int child = tree_.AddChild(node, large ? StepKind::kLarge : StepKind::kSmall, p.source, hash, p.note);
@@ -197,6 +206,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
     tree_.Backpropagate(child, Reward(o, cfg_.params.reward));
     if (cfg_.method == "ir" && !p.source.empty() && o.status != "duplicate") ir_tip_ = child;
     result->steps_done = step + 1;
+    if (step == 0) result->first_correct = o.correct;
     if (store_) {
       Status s = store_->PutTree(task_.name, tree_.ToJson());
       if (!s.ok()) {
@@ -213,8 +223,16 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
       progress_(task_.name, buf);
     }
   }
+  auto finish = [&]() -> Status {
+    result->judged = judged_;
+    result->judge_reused = reused_;
+    result->wall_s = NowSeconds() - t0;
+    std::tie(result->llm_calls, result->llm_replayed) = proposer_->Calls();
+    return store_ ? store_->PutTask(task_.name, result->status, result->ToJson()) : Status::Ok();
+  };
   if (!fatal.ok()) {
     result->status = "stopped: " + fatal.message();
+    (void)finish();
     return fatal;
   }
   // The winner: the fastest correct candidates re-timed together, so that a
@@ -254,14 +272,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
   } else {
     std::filesystem::remove(best_path, ec);
   }
-  result->judged = judged_;
-  result->judge_reused = reused_;
-  result->wall_s = NowSeconds() - t0;
-  if (store_) {
-    Status s = store_->PutTask(task_.name, result->status, result->ToJson());
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
+  return finish();
 }
 
 }  // namespace ax::search

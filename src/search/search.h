@@ -36,6 +36,7 @@ struct TaskResult {
   int best_node = -1;
   Verdict best;              // the re-timed verdict of the winner
   int llm_calls = 0, llm_replayed = 0, judged = 0, judge_reused = 0;
+  bool first_correct = false;  // the first proposal was correct (pass@1)
   double wall_s = 0;
   nlohmann::json ToJson() const;
 };
@@ -51,6 +52,11 @@ class TaskSearch {
   // was found. A non-ok status means the run could not go on (store, judge).
   Status Run(const std::string& out_dir, TaskResult* result);
   const Tree& tree() const { return tree_; }
+  // Rules for each prompt, asked afresh every step (a memory that learns
+  // during the run); when unset, cfg.rules.
+  void SetRulesProvider(std::function<std::vector<std::string>()> f) { rules_provider_ = std::move(f); }
+  // Called after each judged candidate (not duplicates or empty proposals).
+  void SetOnJudged(std::function<void(const std::string& source, const Outcome& o)> f) { on_judged_ = std::move(f); }
 
  private:
   int SelectNode(bool* large);
@@ -66,6 +72,8 @@ class TaskSearch {
   SearchConfig cfg_;
   ProgressFn progress_;
   std::function<Status()> budget_check_;
+  std::function<std::vector<std::string>()> rules_provider_;
+  std::function<void(const std::string&, const Outcome&)> on_judged_;
   Tree tree_;
   std::mt19937_64 rng_;
   int root_ = 0;

@@ -1,6 +1,7 @@
 #include "search/skill_rules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -21,7 +22,8 @@ Status ParseRuleLines(const std::string& text, std::vector<ScoredRule>* out) {
     std::string score = Trim(t.substr(sep + 2));
     char* end = nullptr;
     double v = std::strtod(score.c_str(), &end);
-    if (score.empty() || (end && *end)) {
+    bool plain = !score.empty() && score.find_first_not_of("0123456789+-.eE") == std::string::npos;
+    if (!plain || (end && *end) || !std::isfinite(v)) {
       return Status::Error("line " + std::to_string(n) + ": score '" + score + "' is not a number");
     }
     out->push_back({Trim(t.substr(0, sep)), v});
@@ -46,7 +48,7 @@ std::vector<std::string> SelectRules(const std::vector<ScoredRule>& rules, doubl
   std::vector<std::string> out;
   size_t used = 0;
   for (const auto& r : keep) {
-    if (used + r.text.size() + 3 > max_chars) break;
+    if (used + r.text.size() + 3 > max_chars) continue;  // too long here; shorter ones may still fit
     used += r.text.size() + 3;
     out.push_back(r.text);
   }
