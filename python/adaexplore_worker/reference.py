@@ -153,6 +153,21 @@ class ReferenceRole:
                                  req["warmup"], req["iters"])
         return {"ok": True, **times, "compile_s": compile_s}
 
+    def op_trace(self, req):
+        """The task's forward as a JSON graph (torch.fx + ShapeProp on the task's inputs)."""
+        import copy
+        from . import tracing
+        task = self._task(req["key"])
+        try:
+            # A copy: running the graph once must not move the reference's
+            # state (BatchNorm running statistics in training mode, say).
+            model = copy.deepcopy(task.model)
+            inputs = common.make_inputs(task.module, req.get("seed", 0), task.device)
+            graph = tracing.trace(model, inputs)
+        except Exception as exc:
+            return {"ok": False, "error": "cannot trace: " + _one_line(exc)}
+        return {"ok": True, "graph": graph}
+
     def op_unload(self, req):
         self.tasks.pop(req["key"], None)
         return {"ok": True}

@@ -27,6 +27,11 @@
 #include "search/run_store.h"
 #include "search/search.h"
 #include "search/skill_rules.h"
+#include "adapt/memory.h"
+#include "adapt/rule_extractor.h"
+#include "builtin/builtin_proposer.h"
+#include "cli/memory_cmd.h"
+#include "cli/report_cmd.h"
 
 namespace {
 
@@ -305,7 +310,7 @@ std::string Timestamp() {
 }
 
 int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const JudgeFlags& jf, SearchFlags& sf,
-              bool bench) {
+              bool bench, bool adapt = false) {
   namespace fs = std::filesystem;
   ax::JudgeOptions jo;
   if (!ToOptions(&c, jf, &jo)) return kExitBadInput;
@@ -331,8 +336,9 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
     Fail("--steps must be at least 1");
     return kExitBadInput;
   }
-  if (sf.proposer == "builtin") {
-    Fail("the builtin proposer is not available in this version; use an LLM proposer (openai:, anthropic:, azure:, compat:, replay:)");
+  const bool builtin = sf.proposer == "builtin";
+  if (builtin && adapt) {
+    Fail("adapt learns from an LLM's mistakes: it needs an LLM proposer, not builtin");
     return kExitBadInput;
   }
   std::string out = sf.out.empty() ? "runs/" + (bench ? std::string("bench") : tasks[0].name) + "-" + Timestamp() : sf.out;
@@ -367,14 +373,15 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   store->PutMeta("seed", std::to_string(seed));
   store->PutMeta("config", config.dump());
 
-  std::vector<std::string> rules;
-  if (!sf.memory.empty() && sf.memory != "none") {
-    std::vector<ax::search::ScoredRule> all;
-    if (ax::Status s = ax::search::LoadRulesFile(sf.memory, &all); !s.ok()) {
+  // The skill memory: its best rules go into every prompt; adapt also learns
+  // new ones from the run's failures and keeps the file up to date.
+  ax::adapt::Memory memory;
+  const bool use_memory = !sf.memory.empty() && sf.memory != "none";
+  if (use_memory) {
+    if (ax::Status s = memory.Load(sf.memory, /*missing_ok=*/adapt); !s.ok()) {
       Fail(s.message());
       return kExitBadInput;
     }
-    rules = ax::search::SelectRules(all);
   }
   ax::search::Prompts prompts;
   if (ax::Status s = ax::search::Prompts::Load("", &prompts); !s.ok()) {
@@ -403,17 +410,33 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   }
   ax::llm::ClientConfig ccfg;
   std::unique_ptr<ax::llm::LlmClient> client;
-  if (ax::Status s = ax::llm::MakeClient(sf.proposer, ccfg, services, &client); !s.ok()) {
-    Fail(s.message());
-    return kExitBadInput;
+  if (!builtin) {
+    if (ax::Status s = ax::llm::MakeClient(sf.proposer, ccfg, services, &client); !s.ok()) {
+      Fail(s.message());
+      return kExitBadInput;
+    }
   }
+  std::unique_ptr<ax::adapt::RuleExtractor> extractor;
+  if (adapt) {
+    if (ax::Status s = memory.SetLlm(client.get()); !s.ok()) {
+      Fail(s.message());
+      return kExitEnvironment;
+    }
+    if (ax::Status s = ax::adapt::RuleExtractor::Create(client.get(), {}, &extractor); !s.ok()) {
+      Fail(s.message());
+      return kExitEnvironment;
+    }
+  }
+  std::atomic<int> rules_new{0}, rules_repeat{0};
+  std::mutex save_mu;
+  std::string save_error;
   auto pool = ax::MakeJudgePool(PoolFor(c, c.device, std::max(1, sf.jobs), -1));
   ax::search::SearchConfig scfg;
   scfg.method = sf.method;
   scfg.steps = sf.steps;
   scfg.backend = sf.backend;
   scfg.hardware = jo.cuda() ? sf.hardware : "the CPU (Triton's interpreter; timings are CPU figures)";
-  scfg.rules = rules;
+  scfg.rules = use_memory ? memory.Select() : std::vector<std::string>{};
   scfg.max_wall_s = sf.max_wall_s;
   scfg.params = sf.params;
   scfg.retime_top = sf.retime_top;
@@ -438,13 +461,38 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
       // Each task's search draws from its own stream of the run's seed.
       cfg.seed = seed ^ (std::hash<std::string>{}(t.name) * 0x9E3779B97F4A7C15ULL);
       ax::search::LlmCaller caller(client.get(), store.get(), t.name, sf.llm_max_tokens);
-      ax::search::LlmProposer proposer(&prompts, &caller);
-      ax::search::TaskSearch search(t, pool.get(), jo, &proposer, store.get(), cfg, progress,
+      std::unique_ptr<ax::search::Proposer> proposer;
+      if (builtin) {
+        if (ax::Status s = ax::builtin::MakeBuiltinProposer(pool.get(), t, jo, &proposer); !s.ok()) {
+          statuses[i] = s;
+          results[i].task = t.name;
+          results[i].status = "stopped: " + s.message();
+          continue;
+        }
+      } else {
+        proposer = std::make_unique<ax::search::LlmProposer>(&prompts, &caller);
+      }
+      ax::search::TaskSearch search(t, pool.get(), jo, proposer.get(), store.get(), cfg, progress,
                                     [&] { return accountant->CheckBudget(); });
+      if (use_memory) search.SetRulesProvider([&] { return memory.Select(); });
+      if (adapt) {
+        search.SetOnJudged([&, name = t.name](const std::string& source, const ax::search::Outcome& o) {
+          if (o.correct) return;
+          ax::adapt::Extraction ex = extractor->Extract({name, source, o.status, o.error});
+          if (ex.outcome != ax::adapt::ExtractOutcome::kRule) return;
+          ax::adapt::AddResult added =
+              memory.Add(ex.rule, {name, ax::adapt::ErrorExcerpt(o.error, 300), static_cast<int64_t>(std::time(nullptr))});
+          (added.match == ax::adapt::Match::kNew ? rules_new : rules_repeat)++;
+          progress(name, "rule (" + std::string(ax::adapt::MatchName(added.match)) + ", score " +
+                             std::to_string(static_cast<int>(added.score)) + "): " + added.rule);
+          if (ax::Status s = memory.SaveIfChanged(sf.memory); !s.ok()) {
+            std::lock_guard<std::mutex> lock(save_mu);
+            save_error = s.message();
+          }
+        });
+      }
       std::string dir = bench ? out + "/" + t.name : out;
       statuses[i] = search.Run(dir, &results[i]);
-      results[i].llm_calls = caller.calls();
-      results[i].llm_replayed = caller.replayed();
     }
   };
   std::vector<std::thread> threads;
@@ -473,8 +521,29 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
       Fail(r.task + ": " + statuses[i].message());
     }
   }
+  int first_ok = 0;
+  for (const auto& r : results) first_ok += r.first_correct ? 1 : 0;
+  if (!tasks.empty()) {
+    std::printf("pass@1 (first proposal correct): %d/%zu = %.3f  (memory: %s)\n", first_ok, tasks.size(),
+                static_cast<double>(first_ok) / tasks.size(), sf.memory.empty() ? "none" : sf.memory.c_str());
+  }
+  if (adapt) {
+    ax::Status s = memory.Save(sf.memory);
+    if (!s.ok()) {
+      Fail(s.message());
+      ++failures;
+    } else if (!save_error.empty()) {
+      Fail("saving the memory failed during the run (it is saved now): " + save_error);
+    }
+    auto counts = extractor->counts();
+    std::printf("memory: %s holds %zu rules; this run added %d new and counted %d repeats (%lld extraction calls, "
+                "%lld infrastructure failures skipped)\n",
+                sf.memory.c_str(), memory.size(), rules_new.load(), rules_repeat.load(),
+                static_cast<long long>(counts.calls), static_cast<long long>(counts.skipped_infra));
+  }
   auto tot = accountant->run();
   nlohmann::json run = {{"tasks", summary},
+                        {"pass_at_1", tasks.empty() ? 0.0 : static_cast<double>(first_ok) / tasks.size()},
                         {"llm", {{"calls", tot.calls}, {"input_tokens", tot.input_tokens},
                                  {"output_tokens", tot.output_tokens}, {"cost_usd", tot.cost_usd}}},
                         {"out", out}};
@@ -542,6 +611,20 @@ int main(int argc, char** argv) {
   benchc->add_option("--out", bns.out, "run folder: one sub-folder per task, run.sqlite, summary.json")->required();
   benchc->add_option("--jobs", bns.jobs, "tasks searched in parallel (default 1)");
 
+  // ---- adapt ----
+  CLI::App* adaptc = app.add_subcommand("adapt", "run the agent over (synthesised) tasks and learn rules from its failures");
+  CommonFlags adf;
+  JudgeFlags adj;
+  SearchFlags ads;
+  std::string adapt_tasks;
+  adaptc->add_option("--tasks", adapt_tasks, "task folder (e.g. from adaexplore synth)")->required();
+  AddCommon(adaptc, &adf);
+  AddJudgeFlags(adaptc, &adj, "--judge-seed");
+  AddSearchFlags(adaptc, &ads);
+  adaptc->get_option("--memory")->required()->description("the memory to learn into (.txt: rule||score, .json: with examples); created if missing");
+  adaptc->add_option("--out", ads.out, "run folder (default runs/adapt-TIMESTAMP)");
+  adaptc->add_option("--jobs", ads.jobs, "tasks in parallel (default 1)");
+
   // ---- tasks ----
   CLI::App* tasks = app.add_subcommand("tasks", "load and validate tasks: builds, runs, output, degenerate");
   CommonFlags tf;
@@ -552,12 +635,22 @@ int main(int argc, char** argv) {
   tasks->add_option("--tolerance", tasks_tol, "tolerance used for the all-zero degeneracy check");
   tasks->add_flag("--json", tasks_json, "one JSON object per task");
 
+  ax::cli::ReportFlags report_flags;
+  CLI::App* report_cmd = nullptr;
+  ax::cli::RegisterReportCommand(app, &report_flags, &report_cmd);
+  ax::cli::MemoryFlags memory_flags;
+  CLI::App* memory_cmd = nullptr;
+  ax::cli::RegisterMemoryCommand(app, &memory_flags, &memory_cmd);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : kExitBadInput;
   }
+
+  if (*report_cmd) return ax::cli::RunReportCommand(report_flags);
+  if (*memory_cmd) return ax::cli::RunMemoryCommand(memory_flags);
 
   if (*eval) {
     ax::EvalRequest req;
@@ -590,6 +683,20 @@ int main(int argc, char** argv) {
     ax::TaskRef t;
     if (!OneTask(opt_task, &t)) return kExitBadInput;
     return RunSearch({t}, of, oj, os, false);
+  }
+
+  if (*adaptc) {
+    std::vector<ax::TaskRef> found;
+    if (ax::Status s = ax::ResolveTasks(adapt_tasks, &found); !s.ok()) {
+      Fail(s.message());
+      return kExitBadInput;
+    }
+    if (ads.memory == "none") {
+      Fail("adapt needs a --memory file to learn into");
+      return kExitBadInput;
+    }
+    if (ads.out.empty()) ads.out = "runs/adapt-" + Timestamp();
+    return RunSearch(found, adf, adj, ads, true, true);
   }
 
   if (*benchc) {

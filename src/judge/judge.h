@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "judge/protocol.h"
 #include "judge/sandbox.h"
@@ -47,6 +49,12 @@ class Judge {
   // CheckTask, then measures (or loads from the cache) the task's baselines,
   // so that later verdicts do not pay for them.
   virtual Status Prepare(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) = 0;
+  // Traces the task's forward (torch.fx, shapes and dtypes from the task's
+  // inputs) into a JSON graph for the builtin compiler (docs/worker-protocol.md,
+  // op `trace`). A model that cannot be traced is an error "cannot trace: ...".
+  virtual Status Trace(const TaskRef& task, const JudgeOptions& opts, nlohmann::json* graph) {
+    return Status::Error("cannot trace: this judge does not trace tasks");
+  }
   EvalResult Evaluate(EvalRequest req) { return Submit(std::move(req)).get(); }
 };
 

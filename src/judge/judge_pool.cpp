@@ -154,6 +154,27 @@ class JudgePool : public Judge {
     return EnsureTask(st, task, opts, info);
   }
 
+  Status Trace(const TaskRef& task, const JudgeOptions& opts, json* graph) override {
+    DeviceState* st = Device(opts.device);
+    if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
+    JudgeOptions o = opts.Resolved();
+    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::mutex> ref(st->ref_mu);
+    TaskInfo info;
+    Status s = EnsureTask(st, task, o, &info);
+    if (!s.ok()) return s;
+    Reply r = RefRequest(st, {{"op", "trace"}, {"key", task.hash}, {"seed", o.init_seed}}, o.compile_timeout_s);
+    if (r.kind != Reply::kOk) {
+      std::string why = "the reference " + std::string(r.kind == Reply::kTimeout ? "timed out" : "worker died") +
+                        " while tracing (" + r.detail + ")";
+      st->ref.reset();
+      return Status::Error(why);
+    }
+    if (!r.body.value("ok", false)) return Status::Error(r.body.value("error", "cannot trace: unknown reason"));
+    *graph = r.body.value("graph", json::object());
+    return Status::Ok();
+  }
+
   Status Prepare(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) override {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");

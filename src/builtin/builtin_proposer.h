@@ -1,0 +1,57 @@
+// BuiltinProposer: candidate kernels without an LLM, from the task's traced
+// graph (src/builtin/{graph,fuse,codegen}).
+//
+// A large step proposes the next structurally different plan: all fusible
+// operators fused maximally, then each fusion boundary inside a kernel, then
+// one kernel per operator. A small step reads the parent's plan back from its
+// marker comment and changes one schedule knob of one kernel (BLOCK, warps).
+// The same source is never proposed twice. A task that cannot be traced is
+// declined: the first proposal says why and stops the run.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "builtin/codegen.h"
+#include "builtin/graph.h"
+#include "judge/judge.h"
+#include "search/proposer.h"
+
+namespace ax::builtin {
+
+class BuiltinProposer : public ax::search::Proposer {
+ public:
+  // A traced graph and the task's source.
+  BuiltinProposer(Graph graph, std::string task_source);
+  // A task that could not be traced: every proposal declines with `why`.
+  static std::unique_ptr<BuiltinProposer> Declining(std::string why);
+
+  ax::search::Proposal Propose(const ax::search::StepContext& ctx) override;
+
+  // The large-step plans in the order they are proposed (for tests and reports).
+  std::vector<Plan> LargePlans() const;
+
+ private:
+  BuiltinProposer() = default;
+  ax::search::Proposal Large(const std::string& why);
+  ax::search::Proposal Small(const Plan& parent, const std::string& parent_verdict);
+  // Generates plan; true (and fills p) when it is new.
+  bool TryPlan(const Plan& plan, ax::search::Proposal* p, std::string* error);
+
+  Graph graph_;
+  std::string task_source_;
+  std::string decline_;               // non-empty: cannot trace
+  std::set<std::string> seen_;        // hashes of sources already proposed
+  size_t next_large_ = 0;
+  int groups_ = 0;                    // kernels under the maximal plan
+};
+
+// Traces task on the judge and builds a proposer for it; a task that cannot
+// be traced gives a declining proposer (not an error). Errors are the judge's
+// own (the worker could not start, the task does not load).
+Status MakeBuiltinProposer(Judge* judge, const TaskRef& task, const JudgeOptions& opts,
+                           std::unique_ptr<ax::search::Proposer>* out);
+
+}  // namespace ax::builtin

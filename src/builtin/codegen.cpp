@@ -1,0 +1,434 @@
+#include "builtin/codegen.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace ax::builtin {
+
+using json = nlohmann::json;
+
+FusionOptions Plan::Fusion() const {
+  FusionOptions o;
+  o.singleton = singleton;
+  o.cuts.insert(cuts.begin(), cuts.end());
+  return o;
+}
+
+json Plan::ToJson() const {
+  json s = json::array();
+  for (const auto& k : sched) s.push_back({k.block, k.warps});
+  return {{"v", 1}, {"singleton", singleton}, {"cuts", cuts}, {"sched", s}};
+}
+
+Status Plan::FromJson(const json& j, Plan* out) {
+  try {
+    Plan p;
+    if (j.value("v", 0) != 1) return Status::Error("unknown plan version");
+    p.singleton = j.value("singleton", false);
+    p.cuts = j.value("cuts", std::vector<std::string>{});
+    for (const auto& k : j.value("sched", json::array())) {
+      KernelSchedule s;
+      s.block = k.at(0).get<int>();
+      s.warps = k.at(1).get<int>();
+      if (s.block < 16 || (s.block & (s.block - 1)) || s.warps < 1 || s.warps > 32) {
+        return Status::Error("plan has a bad schedule");
+      }
+      p.sched.push_back(s);
+    }
+    *out = std::move(p);
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("malformed plan: ") + e.what());
+  }
+}
+
+Status ParsePlanMarker(const std::string& source, Plan* out) {
+  size_t pos = source.find(kPlanMarker);
+  if (pos == std::string::npos) return Status::Error("no plan marker in the source");
+  pos += std::string(kPlanMarker).size();
+  size_t end = source.find('\n', pos);
+  std::string text = source.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Status::Error("the plan marker is not JSON");
+  return Plan::FromJson(j, out);
+}
+
+namespace {
+
+std::string FloatLit(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string Var(const std::string& node) { return "v_" + node; }
+
+std::string TanhExpr(const std::string& x) { return "(2.0 / (1.0 + tl.exp(-2.0 * (" + x + "))) - 1.0)"; }
+
+// The Triton expression of one elementwise operator over operand expressions.
+Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* out) {
+  auto P = [&](const char* k) { return FloatLit(op.params.at(k)); };
+  const std::string& f = op.fn;
+  std::string x = a.empty() ? "" : a[0];
+  if (f == "add" || f == "sub") {
+    std::string y = op.params.count("alpha") ? "(" + P("alpha") + " * " + a[1] + ")" : a[1];
+    *out = x + (f == "add" ? " + " : " - ") + y;
+  } else if (f == "mul") {
+    *out = x + " * " + a[1];
+  } else if (f == "div") {
+    *out = x + " / " + a[1];
+  } else if (f == "maximum") {
+    *out = "tl.maximum(" + x + ", " + a[1] + ")";
+  } else if (f == "minimum") {
+    *out = "tl.minimum(" + x + ", " + a[1] + ")";
+  } else if (f == "pow") {
+    double e = op.params.at("exponent");
+    if (e == 2.0) *out = x + " * " + x;
+    else if (e == 3.0) *out = x + " * " + x + " * " + x;
+    else if (e == 0.5) *out = "tl.sqrt(" + x + ")";
+    else if (e == 1.0) *out = x;
+    else *out = "1.0 / " + x;
+  } else if (f == "neg") {
+    *out = "-" + x;
+  } else if (f == "identity") {
+    *out = x;
+  } else if (f == "relu") {
+    *out = "tl.where(" + x + " > 0.0, " + x + ", 0.0)";
+  } else if (f == "sigmoid") {
+    *out = "1.0 / (1.0 + tl.exp(-" + x + "))";
+  } else if (f == "tanh") {
+    *out = TanhExpr(x);
+  } else if (f == "exp") {
+    *out = "tl.exp(" + x + ")";
+  } else if (f == "log") {
+    *out = "tl.log(" + x + ")";
+  } else if (f == "sqrt") {
+    *out = "tl.sqrt(" + x + ")";
+  } else if (f == "rsqrt") {
+    *out = "1.0 / tl.sqrt(" + x + ")";
+  } else if (f == "abs") {
+    *out = "tl.abs(" + x + ")";
+  } else if (f == "erf") {
+    *out = "tl.math.erf(" + x + ")";
+  } else if (f == "square") {
+    *out = x + " * " + x;
+  } else if (f == "reciprocal") {
+    *out = "1.0 / " + x;
+  } else if (f == "gelu") {
+    if (op.variant == "tanh") {
+      *out = "0.5 * " + x + " * (1.0 + " +
+             TanhExpr("0.7978845608028654 * (" + x + " + 0.044715 * " + x + " * " + x + " * " + x + ")") + ")";
+    } else {
+      *out = "0.5 * " + x + " * (1.0 + tl.math.erf(" + x + " * 0.7071067811865476))";
+    }
+  } else if (f == "silu") {
+    *out = x + " / (1.0 + tl.exp(-" + x + "))";
+  } else if (f == "hardswish") {
+    *out = x + " * tl.minimum(tl.maximum(" + x + " + 3.0, 0.0), 6.0) / 6.0";
+  } else if (f == "hardsigmoid") {
+    *out = "tl.minimum(tl.maximum(" + x + " + 3.0, 0.0), 6.0) / 6.0";
+  } else if (f == "leaky_relu") {
+    *out = "tl.where(" + x + " > 0.0, " + x + ", " + x + " * " + P("negative_slope") + ")";
+  } else if (f == "elu") {
+    *out = "tl.where(" + x + " > 0.0, " + x + ", " + P("alpha") + " * (tl.exp(" + x + ") - 1.0))";
+  } else if (f == "softplus") {
+    std::string b = P("beta");
+    *out = "tl.where(" + x + " * " + b + " > " + P("threshold") + ", " + x + ", tl.log(1.0 + tl.exp(" + x + " * " +
+           b + ")) / " + b + ")";
+  } else if (f == "mish") {
+    std::string sp = "tl.where(" + x + " > 20.0, " + x + ", tl.log(1.0 + tl.exp(" + x + ")))";
+    *out = x + " * " + TanhExpr(sp);
+  } else if (f == "clamp") {
+    std::string e = x;
+    if (op.params.count("min")) e = "tl.maximum(" + e + ", " + P("min") + ")";
+    if (op.params.count("max")) e = "tl.minimum(" + e + ", " + P("max") + ")";
+    *out = e;
+  } else {
+    return Status::Error("no template for " + f);
+  }
+  return Status::Ok();
+}
+
+// A Python expression for a traced argument (fallback PyTorch calls).
+Status RenderArg(const json& a, std::string* out) {
+  if (a.contains("node")) {
+    *out = Var(a["node"].get<std::string>());
+    return Status::Ok();
+  }
+  bool tup = a.contains("tuple");
+  if (tup || a.contains("list")) {
+    std::string s = tup ? "(" : "[";
+    const json& items = tup ? a["tuple"] : a["list"];
+    for (const auto& x : items) {
+      std::string e;
+      Status st = RenderArg(x, &e);
+      if (!st.ok()) return st;
+      s += e + ", ";
+    }
+    *out = s + (tup ? ")" : "]");
+    return Status::Ok();
+  }
+  if (a.contains("dict")) {
+    std::string s = "{";
+    for (const auto& [k, v] : a["dict"].items()) {
+      std::string e;
+      Status st = RenderArg(v, &e);
+      if (!st.ok()) return st;
+      s += json(k).dump() + ": " + e + ", ";
+    }
+    *out = s + "}";
+    return Status::Ok();
+  }
+  if (a.contains("repr") && a["repr"].is_string()) {
+    *out = a["repr"].get<std::string>();
+    return Status::Ok();
+  }
+  return Status::Error("an argument has no Python form (" + a.value("unrepresentable", std::string("?")) + ")");
+}
+
+Status RenderCallArgs(const Node& n, size_t skip, std::string* out) {
+  std::string s;
+  for (size_t i = skip; i < n.args.size(); ++i) {
+    std::string e;
+    Status st = RenderArg(n.args[i], &e);
+    if (!st.ok()) return st;
+    s += (s.empty() ? "" : ", ") + e;
+  }
+  for (const auto& [k, v] : n.kwargs.items()) {
+    std::string e;
+    Status st = RenderArg(v, &e);
+    if (!st.ok()) return st;
+    s += (s.empty() ? "" : ", ") + k + "=" + e;
+  }
+  *out = s;
+  return Status::Ok();
+}
+
+bool IsIdent(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// self.a.b, or a getattr chain when a part is not an identifier (layers.0).
+std::string AttrExpr(const std::string& path) {
+  std::string e = "self";
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    e = IsIdent(part) ? e + "." + part : "getattr(" + e + ", " + json(part).dump() + ")";
+  }
+  return e;
+}
+
+std::string Shape(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// One kernel and its launcher for group k.
+Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks, std::string* kernels) {
+  const size_t rank = grp.shape.size();
+  std::vector<bool> bcast;  // per input: indexed through strides (its shape differs from the group's)
+  for (const auto& in : grp.inputs) bcast.push_back(g.Find(in)->shape != grp.shape);
+  bool any_bcast = false;
+  for (bool b : bcast) any_bcast = any_bcast || b;
+
+  std::ostringstream kr, ln;
+  std::string kname = "_ax_kernel" + std::to_string(k);
+  std::vector<std::string> params;
+  for (size_t i = 0; i < grp.inputs.size(); ++i) params.push_back("in" + std::to_string(i));
+  for (size_t i = 0; i < grp.outputs.size(); ++i) params.push_back("out" + std::to_string(i));
+  params.push_back("n");
+  if (any_bcast) {
+    for (size_t d = 1; d < rank; ++d) params.push_back("D" + std::to_string(d));
+    for (size_t i = 0; i < grp.inputs.size(); ++i) {
+      if (!bcast[i]) continue;
+      for (size_t d = 0; d < rank; ++d) params.push_back("s" + std::to_string(i) + "_" + std::to_string(d));
+    }
+  }
+  kr << "@triton.jit\ndef " << kname << "(";
+  for (const auto& p : params) kr << p << ", ";
+  kr << "BLOCK: tl.constexpr):\n";
+  kr << "    # ops: ";
+  for (size_t j = 0; j < grp.nodes.size(); ++j) kr << (j ? ", " : "") << grp.ops.at(grp.nodes[j]).fn;
+  kr << "; shape " << Shape(grp.shape) << "\n";
+  kr << "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n";
+  kr << "    mask = offs < n\n";
+  if (any_bcast) {
+    kr << "    rem = offs\n";
+    for (size_t d = rank - 1; d >= 1; --d) {
+      kr << "    i" << d << " = rem % D" << d << "\n    rem = rem // D" << d << "\n";
+    }
+    kr << "    i0 = rem\n";
+  }
+  std::map<std::string, std::string> names;  // node -> kernel variable
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    std::string v = "x" + std::to_string(i);
+    std::string addr = "in" + std::to_string(i) + " + offs";
+    if (bcast[i]) {
+      addr = "in" + std::to_string(i) + " + (";
+      for (size_t d = 0; d < rank; ++d) {
+        addr += (d ? " + " : "") + std::string("i") + std::to_string(d) + " * s" + std::to_string(i) + "_" +
+                std::to_string(d);
+      }
+      addr += ")";
+    }
+    kr << "    " << v << " = tl.load(" << addr << ", mask=mask, other=0.0).to(tl.float32)\n";
+    names[grp.inputs[i]] = v;
+  }
+  for (int idx : grp.nodes) {
+    const EwOp& op = grp.ops.at(idx);
+    std::vector<std::string> a;
+    for (const auto& o : op.operands) a.push_back(o.node.empty() ? FloatLit(o.value) : names.at(o.node));
+    std::string e;
+    Status st = RenderEw(op, a, &e);
+    if (!st.ok()) return st;
+    std::string v = "t_" + g.nodes[idx].name;
+    kr << "    " << v << " = " << e << "\n";
+    names[g.nodes[idx].name] = v;
+  }
+  for (size_t i = 0; i < grp.outputs.size(); ++i) {
+    kr << "    tl.store(out" << i << " + offs, " << names.at(grp.outputs[i]) << ", mask=mask)\n";
+  }
+
+  // The launcher: same-shape inputs are made contiguous (a no-op when they
+  // are), broadcast ones are expanded and read through their strides.
+  std::string fname = "_ax_launch" + std::to_string(k);
+  ln << "def " << fname << "(";
+  for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i;
+  ln << "):\n";
+  ln << "    shape = torch.broadcast_shapes(";
+  for (size_t i = 0; i < grp.inputs.size(); ++i) ln << "in" << i << ".shape, ";
+  ln << ")\n";
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    if (bcast[i]) ln << "    in" << i << " = in" << i << ".expand(shape)\n";
+    else ln << "    in" << i << " = in" << i << ".contiguous()\n";
+  }
+  for (size_t i = 0; i < grp.outputs.size(); ++i) {
+    ln << "    out" << i << " = torch.empty(shape, device=in0.device, dtype=torch.float32)\n";
+  }
+  ln << "    n = out0.numel()\n";
+  ln << "    if n == 0:\n        return " << (grp.outputs.size() == 1 ? "out0" : "") ;
+  if (grp.outputs.size() > 1) {
+    for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
+  }
+  ln << "\n";
+  ln << "    BLOCK = " << ks.block << "\n";
+  ln << "    " << kname << "[(triton.cdiv(n, BLOCK),)](";
+  for (const auto& p : params) {
+    if (p[0] == 'D') ln << "shape[" << p.substr(1) << "], ";
+    else if (p[0] == 's') {
+      size_t us = p.find('_');
+      ln << "in" << p.substr(1, us - 1) << ".stride(" << p.substr(us + 1) << "), ";
+    } else {
+      ln << p << ", ";
+    }
+  }
+  ln << "BLOCK=BLOCK, num_warps=" << ks.warps << ")\n";
+  ln << "    return ";
+  for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
+  ln << "\n";
+  *kernels += kr.str() + "\n\n" + ln.str() + "\n\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
+                int* kernels) {
+  std::vector<Group> groups = FormGroups(g, plan.Fusion());
+  if (kernels) *kernels = static_cast<int>(groups.size());
+  if (groups.empty()) return Status::Error("nothing to fuse: every operator stays a library call");
+  Plan written = plan;
+  written.sched.resize(groups.size());
+  for (size_t k = 0; k < groups.size(); ++k) written.sched[k] = plan.For(k);
+
+  std::map<int, size_t> last_of;  // the last node of a group -> the group
+  std::set<int> fused;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    last_of[groups[k].nodes.back()] = k;
+    fused.insert(groups[k].nodes.begin(), groups[k].nodes.end());
+  }
+
+  std::string kernel_src;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    Status st = EmitGroup(g, groups[k], k, written.For(k), &kernel_src);
+    if (!st.ok()) return st;
+  }
+
+  std::vector<std::string> params;
+  std::ostringstream body;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const std::string v = Var(n.name);
+    if (n.op == "placeholder") {
+      if (!IsIdent(n.target)) return Status::Error("forward takes variadic arguments (" + n.target + ")");
+      params.push_back(v);
+      continue;
+    }
+    if (auto it = last_of.find(static_cast<int>(i)); it != last_of.end()) {
+      const Group& grp = groups[it->second];
+      body << "        ";
+      for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+      body << " = _ax_launch" << it->second << "(";
+      for (size_t j = 0; j < grp.inputs.size(); ++j) body << (j ? ", " : "") << Var(grp.inputs[j]);
+      body << ")\n";
+      continue;
+    }
+    if (fused.count(static_cast<int>(i))) continue;
+    std::string args;
+    Status st;
+    if (n.op == "get_attr") {
+      body << "        " << v << " = " << AttrExpr(n.target) << "\n";
+    } else if (n.op == "call_module") {
+      st = RenderCallArgs(n, 0, &args);
+      if (!st.ok()) return st;
+      body << "        " << v << " = " << AttrExpr(n.target) << "(" << args << ")\n";
+    } else if (n.op == "call_function") {
+      if (n.callable.empty()) return Status::Error("no Python name for function " + n.target);
+      st = RenderCallArgs(n, 0, &args);
+      if (!st.ok()) return st;
+      body << "        " << v << " = " << n.callable << "(" << args << ")\n";
+    } else if (n.op == "call_method") {
+      if (n.args.empty() || !IsIdent(n.target)) return Status::Error("malformed method call " + n.name);
+      std::string self;
+      st = RenderArg(n.args[0], &self);
+      if (!st.ok()) return st;
+      st = RenderCallArgs(n, 1, &args);
+      if (!st.ok()) return st;
+      body << "        " << v << " = " << self << "." << n.target << "(" << args << ")\n";
+    } else if (n.op == "output") {
+      if (n.args.empty()) return Status::Error("output node without a value");
+      st = RenderArg(n.args[0], &args);
+      if (!st.ok()) return st;
+      body << "        return " << args << "\n";
+    } else {
+      return Status::Error("unknown node kind " + n.op);
+    }
+  }
+
+  std::ostringstream out;
+  out << "# Generated by adaexplore's builtin compiler: the task's own source, Triton kernels\n"
+      << "# for the fused elementwise operators, and ModelNew(Model) overriding forward.\n"
+      << kPlanMarker << written.ToJson().dump() << "\n\n";
+  out << task_source;
+  if (!task_source.empty() && task_source.back() != '\n') out << "\n";
+  out << "\n\n# ---- adaexplore builtin kernels ----\n"
+      << "import builtins\nimport math\nimport operator\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n";
+  out << kernel_src;
+  out << "class ModelNew(Model):\n    def forward(self";
+  for (const auto& p : params) out << ", " << p;
+  out << "):\n" << body.str();
+  *source = out.str();
+  return Status::Ok();
+}
+
+}  // namespace ax::builtin

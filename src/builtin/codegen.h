@@ -1,0 +1,49 @@
+// Codegen: turns a traced graph and a plan into a KernelBench ModelNew source.
+//
+// The generated file is the task's own source, then the Triton kernels, then
+// `class ModelNew(Model)` overriding forward: library operators (and anything
+// the compiler does not generate) stay the PyTorch calls of the trace, so the
+// submodules and parameters are the reference's, built in the same order.
+// The plan is written into the source as a marker comment
+// (`# adaexplore-plan: {...}`) so that a later step can read it back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "builtin/fuse.h"
+#include "builtin/graph.h"
+#include "common/status.h"
+
+namespace ax::builtin {
+
+struct KernelSchedule {
+  int block = 1024;  // elements per program
+  int warps = 4;
+  bool operator==(const KernelSchedule&) const = default;
+};
+
+struct Plan {
+  bool singleton = false;           // one kernel per operator
+  std::vector<std::string> cuts;    // fusion boundaries: a kernel ends after these nodes
+  std::vector<KernelSchedule> sched;  // per kernel, in order; missing entries take the default
+
+  FusionOptions Fusion() const;
+  nlohmann::json ToJson() const;
+  static Status FromJson(const nlohmann::json& j, Plan* out);
+  KernelSchedule For(size_t k) const { return k < sched.size() ? sched[k] : KernelSchedule(); }
+};
+
+inline constexpr const char* kPlanMarker = "# adaexplore-plan: ";
+
+// The source of ModelNew for graph under plan; *kernels says how many Triton
+// kernels it launches (an error when there would be none: nothing to fuse).
+Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
+                int* kernels = nullptr);
+
+// Reads the plan back from a generated source's marker comment.
+Status ParsePlanMarker(const std::string& source, Plan* out);
+
+}  // namespace ax::builtin

@@ -1,0 +1,277 @@
+#include "builtin/fuse.h"
+
+#include <cmath>
+
+namespace ax::builtin {
+
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kF32 = "torch.float32";
+
+bool Numeric(const json* a, double* v) {
+  if (!a || !a->is_object() || !a->contains("value")) return false;
+  const json& x = (*a)["value"];
+  if (x.is_boolean() || !x.is_number()) return false;
+  *v = x.get<double>();
+  return std::isfinite(*v);
+}
+
+bool IsNone(const json* a) { return a && a->is_object() && a->value("repr", "") == "None"; }
+
+// An operand: a float32 tensor node that broadcasts to shape, or a number.
+bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, EwOperand* out) {
+  if (!a || !a->is_object()) return false;
+  if (a->contains("node")) {
+    const Node* src = g.Find((*a)["node"].get<std::string>());
+    if (!src || !src->is_tensor || src->dtype != kF32) return false;
+    if (src->shape.size() > shape.size()) return false;
+    for (size_t i = 0; i < src->shape.size(); ++i) {
+      int64_t s = src->shape[src->shape.size() - 1 - i], o = shape[shape.size() - 1 - i];
+      if (s != o && s != 1) return false;
+    }
+    out->node = src->name;
+    return true;
+  }
+  return Numeric(a, &out->value);
+}
+
+// Keyword arguments other than the allowed ones make the call unsupported.
+bool OnlyKwargs(const Node& n, const std::set<std::string>& allowed) {
+  for (const auto& [k, v] : n.kwargs.items()) {
+    if (!allowed.count(k)) return false;
+  }
+  return true;
+}
+
+// An in-place operator is only safe to fuse when nothing else reads what it overwrites.
+bool InplaceSafe(const Graph& g, const Node& n, bool inplace) {
+  if (!inplace || n.args.empty() || !n.args[0].contains("node")) return true;
+  const Node* src = g.Find(n.args[0]["node"].get<std::string>());
+  if (!src || src->op == "placeholder" || src->op == "get_attr") return false;
+  return src->users.size() == 1;
+}
+
+bool InplaceFlag(const Node& n, size_t pos) {
+  const json* a = n.Arg(pos, "inplace");
+  return a && a->is_object() && a->value("repr", "") == "True";
+}
+
+}  // namespace
+
+bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
+  if (!n.is_tensor || n.dtype != kF32) return false;
+  EwOp op;
+  std::string fn;
+  const json& attrs = n.module.is_object() && n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  auto attr = [&](const char* k, double dflt) {
+    return attrs.contains(k) && attrs[k].is_number() ? attrs[k].get<double>() : dflt;
+  };
+  if (n.op == "call_module") {
+    static const std::map<std::string, std::string> kModules = {
+        {"ReLU", "relu"}, {"GELU", "gelu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"SiLU", "silu"},
+        {"Hardswish", "hardswish"}, {"Hardsigmoid", "hardsigmoid"}, {"LeakyReLU", "leaky_relu"}, {"ELU", "elu"},
+        {"Softplus", "softplus"}, {"Mish", "mish"}, {"Hardtanh", "clamp"}, {"ReLU6", "clamp"},
+        {"Identity", "identity"}, {"Dropout", "identity"}};
+    auto it = kModules.find(n.ModuleClass());
+    if (it == kModules.end() || n.args.size() != 1 || !n.kwargs.empty()) return false;
+    fn = it->second;
+    if (attrs.value("inplace", false) && !InplaceSafe(g, n, true)) return false;
+    if (n.ModuleClass() == "Dropout" && attrs.value("training", true) && attr("p", 0.5) != 0.0) return false;
+    EwOperand a;
+    if (!Operand(g, &n.args[0], n.shape, &a) || a.node.empty()) return false;
+    op.operands.push_back(a);
+    if (fn == "gelu") {
+      op.variant = attrs.value("approximate", "none");
+      if (op.variant != "none" && op.variant != "tanh") return false;
+    } else if (fn == "leaky_relu") {
+      op.params["negative_slope"] = attr("negative_slope", 0.01);
+    } else if (fn == "elu") {
+      op.params["alpha"] = attr("alpha", 1.0);
+    } else if (fn == "softplus") {
+      op.params["beta"] = attr("beta", 1.0);
+      op.params["threshold"] = attr("threshold", 20.0);
+    } else if (fn == "clamp") {
+      op.params["min"] = attr("min_val", n.ModuleClass() == "ReLU6" ? 0.0 : -1.0);
+      op.params["max"] = attr("max_val", n.ModuleClass() == "ReLU6" ? 6.0 : 1.0);
+    }
+    op.fn = fn;
+    *out = op;
+    return true;
+  }
+  if (n.op == "call_function") {
+    // Only functions of torch, torch.nn.functional and operator: a user's own
+    // function of the same name would be something else.
+    const std::string& c = n.callable;
+    if (!(c.rfind("operator.", 0) == 0 || c.rfind("torch.", 0) == 0 || c.rfind("builtins.", 0) == 0)) return false;
+    if (c.rfind("torch.Tensor.", 0) == 0) return false;
+  } else if (n.op != "call_method") {
+    return false;
+  }
+  fn = n.target;
+  static const std::map<std::string, std::string> kAlias = {
+      {"truediv", "div"}, {"true_divide", "div"}, {"multiply", "mul"}, {"subtract", "sub"},
+      {"clip", "clamp"}, {"negative", "neg"}, {"relu6", "relu6"}, {"absolute", "abs"}};
+  if (auto it = kAlias.find(fn); it != kAlias.end()) fn = it->second;
+  static const std::set<std::string> kBinary = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
+  static const std::set<std::string> kUnary = {"neg", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs",
+                                               "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
+                                               "softplus", "mish", "clamp", "clamp_min", "clamp_max", "hardtanh",
+                                               "relu6", "square", "reciprocal", "erf", "contiguous"};
+  size_t nargs = n.args.size();
+  if (kBinary.count(fn)) {
+    if (!OnlyKwargs(n, {"alpha", "other", "exponent"})) return false;
+    EwOperand a, b;
+    const json* second = n.Arg(1, fn == "pow" ? "exponent" : "other");
+    if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || !Operand(g, second, n.shape, &b)) return false;
+    if (a.node.empty() && b.node.empty()) return false;
+    if (fn == "pow") {
+      if (!b.node.empty() || a.node.empty()) return false;
+      double e = b.value;
+      if (e != 2.0 && e != 3.0 && e != 0.5 && e != 1.0 && e != -1.0) return false;
+      op.params["exponent"] = e;
+      op.operands = {a};
+    } else {
+      if (n.kwargs.contains("alpha")) {
+        double alpha;
+        if ((fn != "add" && fn != "sub") || !Numeric(&n.kwargs["alpha"], &alpha)) return false;
+        op.params["alpha"] = alpha;
+      }
+      op.operands = {a, b};
+    }
+    (void)nargs;
+    op.fn = fn;
+    *out = op;
+    return true;
+  }
+  if (!kUnary.count(fn)) return false;
+  EwOperand a;
+  if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || a.node.empty()) return false;
+  op.operands = {a};
+  if (fn == "contiguous") {
+    if (n.op != "call_method" || nargs != 1 || !n.kwargs.empty()) return false;
+    fn = "identity";
+  } else if (fn == "relu" || fn == "relu6" || fn == "hardswish" || fn == "hardsigmoid" || fn == "silu" ||
+             fn == "mish") {
+    if (!OnlyKwargs(n, {"inplace", "input"}) || nargs > 2) return false;
+    if (!InplaceSafe(g, n, InplaceFlag(n, 1))) return false;
+    if (fn == "relu6") {
+      fn = "clamp";
+      op.params["min"] = 0.0;
+      op.params["max"] = 6.0;
+    }
+  } else if (fn == "gelu") {
+    if (!OnlyKwargs(n, {"approximate", "input"}) || nargs > 2) return false;
+    const json* ap = n.Arg(1, "approximate");
+    op.variant = "none";
+    if (ap) {
+      std::string r = ap->value("repr", "");
+      if (r == "'tanh'") op.variant = "tanh";
+      else if (r != "'none'") return false;
+    }
+  } else if (fn == "leaky_relu") {
+    if (!OnlyKwargs(n, {"negative_slope", "inplace", "input"}) || nargs > 3) return false;
+    if (!InplaceSafe(g, n, InplaceFlag(n, 2))) return false;
+    double s = 0.01;
+    const json* a1 = n.Arg(1, "negative_slope");
+    if (a1 && !Numeric(a1, &s)) return false;
+    op.params["negative_slope"] = s;
+  } else if (fn == "elu") {
+    if (!OnlyKwargs(n, {"alpha", "inplace", "input"}) || nargs > 3) return false;
+    if (!InplaceSafe(g, n, InplaceFlag(n, 2))) return false;
+    double al = 1.0;
+    const json* a1 = n.Arg(1, "alpha");
+    if (a1 && !Numeric(a1, &al)) return false;
+    op.params["alpha"] = al;
+  } else if (fn == "softplus") {
+    if (!OnlyKwargs(n, {"beta", "threshold", "input"}) || nargs > 3) return false;
+    double beta = 1.0, th = 20.0;
+    const json* a1 = n.Arg(1, "beta");
+    const json* a2 = n.Arg(2, "threshold");
+    if ((a1 && !Numeric(a1, &beta)) || (a2 && !Numeric(a2, &th))) return false;
+    op.params["beta"] = beta;
+    op.params["threshold"] = th;
+  } else if (fn == "clamp" || fn == "hardtanh" || fn == "clamp_min" || fn == "clamp_max") {
+    bool ht = fn == "hardtanh";
+    if (!OnlyKwargs(n, {"min", "max", "min_val", "max_val", "inplace", "input"}) || nargs > 3) return false;
+    if (ht && !InplaceSafe(g, n, InplaceFlag(n, 3))) return false;
+    const json* lo = fn == "clamp_max" ? nullptr : n.Arg(1, ht ? "min_val" : "min");
+    const json* hi = fn == "clamp_min" ? nullptr : n.Arg(fn == "clamp_max" ? 1 : 2, ht ? "max_val" : "max");
+    double v;
+    if (ht && !lo) op.params["min"] = -1.0;
+    if (ht && !hi) op.params["max"] = 1.0;
+    if (lo && !IsNone(lo)) {
+      if (!Numeric(lo, &v)) return false;
+      op.params["min"] = v;
+    }
+    if (hi && !IsNone(hi)) {
+      if (!Numeric(hi, &v)) return false;
+      op.params["max"] = v;
+    }
+    if (!op.params.count("min") && !op.params.count("max")) return false;
+    fn = "clamp";
+  } else {
+    if (!OnlyKwargs(n, {"input"}) || nargs > 1) return false;
+  }
+  op.fn = fn;
+  *out = op;
+  return true;
+}
+
+int64_t Group::numel() const {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+
+std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt) {
+  std::vector<Group> groups;
+  Group cur;
+  std::map<int, int> group_of;  // node -> group index
+  auto close = [&] {
+    if (!cur.nodes.empty()) groups.push_back(std::move(cur));
+    cur = Group();
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op == "placeholder" || n.op == "get_attr") continue;
+    EwOp op;
+    if (!ClassifyElementwise(g, n, &op)) {
+      close();
+      continue;
+    }
+    if (!cur.nodes.empty() && (opt.singleton || cur.shape != n.shape)) close();
+    if (cur.nodes.empty()) cur.shape = n.shape;
+    cur.nodes.push_back(static_cast<int>(i));
+    cur.ops[static_cast<int>(i)] = op;
+    if (opt.cuts.count(n.name)) close();
+  }
+  close();
+  for (size_t k = 0; k < groups.size(); ++k) {
+    Group& grp = groups[k];
+    std::set<int> members(grp.nodes.begin(), grp.nodes.end());
+    std::set<std::string> seen;
+    for (int i : grp.nodes) {
+      for (const auto& o : grp.ops[i].operands) {
+        if (o.node.empty() || members.count(g.index.at(o.node)) || seen.count(o.node)) continue;
+        seen.insert(o.node);
+        grp.inputs.push_back(o.node);
+      }
+      for (int u : g.nodes[i].users) {
+        if (!members.count(u)) {
+          grp.outputs.push_back(g.nodes[i].name);
+          break;
+        }
+      }
+    }
+  }
+  // A group nothing reads is dead code: its nodes stay as they are.
+  std::vector<Group> live;
+  for (auto& grp : groups) {
+    if (!grp.outputs.empty() && !grp.inputs.empty()) live.push_back(std::move(grp));
+  }
+  return live;
+}
+
+}  // namespace ax::builtin

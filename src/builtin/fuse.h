@@ -1,0 +1,51 @@
+// Fusion: which traced nodes are elementwise operators the builtin compiler
+// can generate (everything else stays a PyTorch call), and how they are
+// grouped into kernels.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "builtin/graph.h"
+
+namespace ax::builtin {
+
+// One elementwise operator in canonical form: fn over operands, each a node
+// (a float32 tensor broadcastable to the node's shape) or a numeric constant.
+struct EwOperand {
+  std::string node;     // empty for a constant
+  double value = 0.0;
+};
+
+struct EwOp {
+  std::string fn;                     // add, sub, mul, div, relu, gelu, clamp, ...
+  std::vector<EwOperand> operands;
+  std::map<std::string, double> params;  // alpha, negative_slope, min, max, beta, threshold, ...
+  std::string variant;                // gelu: "none" | "tanh"
+};
+
+// True when node is an elementwise operator the compiler generates, in float32.
+bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out);
+
+// How the fusible nodes are grouped.
+struct FusionOptions {
+  bool singleton = false;             // one kernel per operator
+  std::set<std::string> cuts;         // a group ends after each of these nodes
+};
+
+struct Group {
+  std::vector<int> nodes;             // node indices, in order
+  std::map<int, EwOp> ops;            // node index -> its operator
+  std::vector<std::string> inputs;    // tensor nodes read from outside the group, first use first
+  std::vector<std::string> outputs;   // group nodes read outside the group
+  std::vector<int64_t> shape;         // the output shape of every node in the group
+  int64_t numel() const;
+};
+
+// Maximal runs of fusible nodes with the same output shape (placeholders and
+// attributes do not break a run; any other node does), split at the cuts.
+std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt);
+
+}  // namespace ax::builtin

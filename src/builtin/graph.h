@@ -1,0 +1,48 @@
+// Graph: the traced forward of a task (the `trace` worker op, docs/worker-protocol.md)
+// as plain C++ data for the builtin compiler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ax::builtin {
+
+struct Node {
+  std::string name;       // fx node name (a Python identifier)
+  std::string op;         // placeholder | get_attr | call_function | call_method | call_module | output
+  std::string target;     // function/method name, module path, attribute path, placeholder name
+  std::string callable;   // call_function: an expression that evaluates to the function ("" if none)
+  nlohmann::json args = nlohmann::json::array();
+  nlohmann::json kwargs = nlohmann::json::object();
+  bool is_tensor = false;  // the node's value is one tensor
+  std::vector<int64_t> shape;
+  std::string dtype;       // "torch.float32", ...
+  nlohmann::json module;   // call_module: {class, attrs, params, buffers}
+  std::vector<int> users;  // indices of the nodes that read this one
+
+  std::string ModuleClass() const { return module.is_object() ? module.value("class", "") : ""; }
+  // The positional argument i, else the keyword argument kw, else null.
+  const nlohmann::json* Arg(size_t i, const std::string& kw) const;
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::map<std::string, int> index;  // name -> position in nodes
+  bool training = true;
+
+  const Node* Find(const std::string& name) const;
+};
+
+// Parses the `graph` object of a trace reply.
+Status ParseGraph(const nlohmann::json& j, Graph* out);
+
+// The names of the nodes that an argument (json from the trace) refers to.
+void CollectNodeRefs(const nlohmann::json& arg, std::vector<std::string>* out);
+
+}  // namespace ax::builtin

@@ -1,0 +1,198 @@
+// The builtin compiler without Python: graph parsing, grouping, codegen, plans
+// and the proposer's no-repeat rule, on hand-written traces.
+#include <gtest/gtest.h>
+
+#include "builtin/builtin_proposer.h"
+#include "builtin/codegen.h"
+#include "builtin/fuse.h"
+#include "builtin/graph.h"
+
+namespace ax::builtin {
+namespace {
+
+using json = nlohmann::json;
+
+json T(std::vector<int64_t> shape) { return {{"kind", "tensor"}, {"shape", shape}, {"dtype", "torch.float32"}}; }
+json N(const std::string& n) { return {{"node", n}}; }
+json C(double v) { return {{"repr", std::to_string(v)}, {"value", v}}; }
+
+// x + bias -> relu -> * 0.5, then a matmul (library), then sigmoid.
+json BiasReluScaleGraph() {
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "bias"}, {"op", "get_attr"}, {"target", "bias"}, {"args", json::array()}, {"out", T({8})}});
+  nodes.push_back({{"name", "add"}, {"op", "call_function"}, {"target", "add"}, {"callable", "operator.add"},
+                   {"args", {N("x"), N("bias")}}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "relu"}, {"op", "call_function"}, {"target", "relu"}, {"callable", "torch.relu"},
+                   {"args", {N("add")}}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "mul"}, {"op", "call_function"}, {"target", "mul"}, {"callable", "operator.mul"},
+                   {"args", {N("relu"), C(0.5)}}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "w"}, {"op", "get_attr"}, {"target", "layers.0.weight"}, {"args", json::array()},
+                   {"out", T({8, 8})}});
+  nodes.push_back({{"name", "matmul"}, {"op", "call_function"}, {"target", "matmul"}, {"callable", "torch.matmul"},
+                   {"args", {N("mul"), N("w")}}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "sigmoid"}, {"op", "call_method"}, {"target", "sigmoid"}, {"args", {N("matmul")}},
+                   {"out", T({4, 8})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("sigmoid")}},
+                   {"out", {{"kind", "other"}}}});
+  return {{"nodes", nodes}, {"training", true}};
+}
+
+TEST(Graph, ParsesAndLinksUsers) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  ASSERT_EQ(g.nodes.size(), 9u);
+  EXPECT_EQ(g.Find("add")->users, std::vector<int>{3});
+  EXPECT_EQ(g.Find("x")->shape, (std::vector<int64_t>{4, 8}));
+}
+
+TEST(Graph, RejectsForwardReferences) {
+  json j = BiasReluScaleGraph();
+  j["nodes"][2]["args"][0] = N("relu");
+  Graph g;
+  EXPECT_FALSE(ParseGraph(j, &g).ok());
+  EXPECT_FALSE(ParseGraph(json::object(), &g).ok());
+}
+
+TEST(Fuse, GroupsMaximalRunsAroundLibraryCalls) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  auto groups = FormGroups(g, FusionOptions());
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].nodes.size(), 3u);
+  EXPECT_EQ(groups[0].inputs, (std::vector<std::string>{"x", "bias"}));
+  EXPECT_EQ(groups[0].outputs, (std::vector<std::string>{"mul"}));
+  EXPECT_EQ(groups[1].inputs, (std::vector<std::string>{"matmul"}));
+  FusionOptions cut;
+  cut.cuts = {"add"};
+  EXPECT_EQ(FormGroups(g, cut).size(), 3u);
+  FusionOptions single;
+  single.singleton = true;
+  EXPECT_EQ(FormGroups(g, single).size(), 4u);
+}
+
+TEST(Fuse, LeavesUnsupportedOperatorsAlone) {
+  Graph g;
+  json j = BiasReluScaleGraph();
+  j["nodes"][3]["kwargs"] = {{"inplace", {{"repr", "True"}}}};  // relu in place on add: add has one user: ok
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  EwOp op;
+  EXPECT_TRUE(ClassifyElementwise(g, g.nodes[3], &op));
+  j["nodes"][2]["out"]["dtype"] = "torch.float16";
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  EXPECT_FALSE(ClassifyElementwise(g, g.nodes[2], &op));  // not float32
+  j = BiasReluScaleGraph();
+  j["nodes"][4]["callable"] = "mymodule.mul";
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  EXPECT_FALSE(ClassifyElementwise(g, g.nodes[4], &op));  // a user's own function
+}
+
+TEST(Codegen, EmitsKernelsLaunchersAndPlanMarker) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  Plan plan;
+  plan.sched = {{256, 2}};
+  std::string src;
+  int kernels = 0;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plan, &src, &kernels).ok());
+  EXPECT_EQ(kernels, 2);
+  EXPECT_NE(src.find("class ModelNew(Model):"), std::string::npos);
+  EXPECT_NE(src.find("def forward(self, v_x):"), std::string::npos);
+  EXPECT_NE(src.find("@triton.jit\ndef _ax_kernel0("), std::string::npos);
+  EXPECT_NE(src.find("v_mul = _ax_launch0(v_x, v_bias)"), std::string::npos);
+  EXPECT_NE(src.find("v_matmul = torch.matmul(v_mul, v_w)"), std::string::npos);
+  EXPECT_NE(src.find("getattr(self.layers, \"0\").weight"), std::string::npos);
+  EXPECT_NE(src.find("return v_sigmoid"), std::string::npos);
+  EXPECT_NE(src.find("BLOCK = 256"), std::string::npos);
+  EXPECT_NE(src.find("in1.expand(shape)"), std::string::npos);
+  Plan back;
+  ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
+  ASSERT_EQ(back.sched.size(), 2u);
+  EXPECT_EQ(back.sched[0], (KernelSchedule{256, 2}));
+  EXPECT_EQ(back.sched[1], KernelSchedule());
+}
+
+TEST(Codegen, NothingToFuseIsAnError) {
+  json j = BiasReluScaleGraph();
+  json nodes = json::array();
+  for (int i : {0, 5, 6}) nodes.push_back(j["nodes"][i]);
+  nodes[2]["args"] = {N("x"), N("w")};
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("matmul")}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph({{"nodes", nodes}}, &g).ok());
+  std::string src;
+  Status s = Generate(g, "", Plan(), &src);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("nothing to fuse"), std::string::npos);
+}
+
+TEST(Plan, MarkerErrors) {
+  Plan p;
+  EXPECT_FALSE(ParsePlanMarker("no marker", &p).ok());
+  EXPECT_FALSE(ParsePlanMarker("# adaexplore-plan: {bad\n", &p).ok());
+  EXPECT_FALSE(ParsePlanMarker("# adaexplore-plan: {\"v\":1,\"sched\":[[100,4]]}\n", &p).ok());
+}
+
+TEST(Proposer, LargeStepsAreDistinctThenRunOut) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  BuiltinProposer prop(g, "class Model: pass\n");
+  search::StepContext ctx;
+  ctx.large = true;
+  std::set<std::string> sources;
+  int n = 0;
+  for (;; ++n) {
+    auto p = prop.Propose(ctx);
+    if (p.source.empty()) {
+      EXPECT_FALSE(p.note.empty());
+      EXPECT_FALSE(p.stop_run);
+      break;
+    }
+    EXPECT_TRUE(sources.insert(p.source).second) << "repeated at " << n;
+    ASSERT_LT(n, 50);
+  }
+  EXPECT_EQ(n, static_cast<int>(prop.LargePlans().size()));
+}
+
+TEST(Proposer, SmallStepsChangeOneKnobAndNeverRepeat) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  BuiltinProposer prop(g, "class Model: pass\n");
+  search::StepContext ctx;
+  ctx.large = true;
+  auto first = prop.Propose(ctx);
+  ASSERT_FALSE(first.source.empty());
+  ctx.large = false;
+  ctx.prompt.parent.source = first.source;
+  ctx.prompt.parent.verdict = "correct, 1.2x faster than eager";
+  std::set<std::string> sources{first.source};
+  for (int i = 0; i < 30; ++i) {
+    auto p = prop.Propose(ctx);
+    if (p.source.empty()) break;
+    EXPECT_TRUE(sources.insert(p.source).second);
+    if (i == 0) {
+      Plan a, b;
+      ASSERT_TRUE(ParsePlanMarker(first.source, &a).ok());
+      ASSERT_TRUE(ParsePlanMarker(p.source, &b).ok());
+      int changed = 0;
+      for (size_t k = 0; k < a.sched.size(); ++k) {
+        changed += a.sched[k].block != b.sched[k].block;
+        changed += a.sched[k].warps != b.sched[k].warps;
+      }
+      EXPECT_EQ(changed, 1);
+    }
+  }
+  EXPECT_GT(sources.size(), 10u);
+}
+
+TEST(Proposer, DeclinesUntraceableTasks) {
+  auto prop = BuiltinProposer::Declining("cannot trace: dynamic control flow");
+  search::StepContext ctx;
+  auto p = prop->Propose(ctx);
+  EXPECT_TRUE(p.source.empty());
+  EXPECT_TRUE(p.stop_run);
+  EXPECT_EQ(p.note, "cannot trace: dynamic control flow");
+}
+
+}  // namespace
+}  // namespace ax::builtin
