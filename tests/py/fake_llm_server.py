@@ -62,8 +62,9 @@ class Script:
     reply it got the first time (like a model at temperature 0), so a call
     re-asked after a crash gets the same answer."""
 
-    def __init__(self, delay=0.0):
+    def __init__(self, delay=0.0, always_broken=False):
         self.delay = delay
+        self.always_broken = always_broken
         self.memo = {}
         self.lock = threading.Lock()
         self.counts = {"propose": 0, "revise": 0, "tune": 0}
@@ -81,9 +82,11 @@ class Script:
 
     def _new_reply(self, prompt):
         if True:
+            if "failed when the judge built or ran it" in prompt:
+                return "You cannot leave a binary operator dangling at the end of a line in Python code."
             if "Write a new, faster implementation" in prompt:
                 n = self.counts["propose"] = self.counts["propose"] + 1
-                if n == 1:
+                if n == 1 or self.always_broken:
                     code = kernel(broken=True)
                 elif n == 2:
                     code = kernel(scale="2.0")
