@@ -32,6 +32,7 @@
 #include "builtin/builtin_proposer.h"
 #include "cli/memory_cmd.h"
 #include "cli/report_cmd.h"
+#include "cli/synth_cmd.h"
 
 namespace {
 
@@ -641,6 +642,9 @@ int main(int argc, char** argv) {
   ax::cli::MemoryFlags memory_flags;
   CLI::App* memory_cmd = nullptr;
   ax::cli::RegisterMemoryCommand(app, &memory_flags, &memory_cmd);
+  ax::cli::SynthFlags synth_flags;
+  CLI::App* synth_cmd = nullptr;
+  ax::cli::RegisterSynthCommand(app, &synth_flags, &synth_cmd);
 
   try {
     app.parse(argc, argv);
@@ -651,6 +655,7 @@ int main(int argc, char** argv) {
 
   if (*report_cmd) return ax::cli::RunReportCommand(report_flags);
   if (*memory_cmd) return ax::cli::RunMemoryCommand(memory_flags);
+  if (*synth_cmd) return ax::cli::RunSynthCommand(synth_flags);
 
   if (*eval) {
     ax::EvalRequest req;
