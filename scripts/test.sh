@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Tests that start judge workers use the project's Python (torch, triton).
+export ADAEXPLORE_PYTHON="${ADAEXPLORE_PYTHON:-$PWD/.venv/bin/python}"
 ctest --test-dir build --output-on-failure -j 2
 .venv/bin/python -m pytest -q tests/py "$@"
