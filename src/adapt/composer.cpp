@@ -371,6 +371,7 @@ struct Composer::State {
   VClass v = VClass::kPos01;
   bool normalized = false;  // a norm or softmax since the last nonlinearity
   bool clamped = false;     // a clamp since the last layer, norm or softmax: a max would saturate
+  bool large = false;       // magnitudes may be large (a sum): tanh and sigmoid would saturate
   int layers = 0;           // Linear/Conv layers so far
 };
 
@@ -412,7 +413,7 @@ bool Composer::Applicable(const std::string& k, const std::vector<State>& states
   // A sum of many negative values saturates whatever follows.
   if (k == "Sum" && (s.v == VClass::kNeg || s.v == VClass::kShifted)) return false;
   if (k == "Clamp") return s.v == VClass::kSym || s.v == VClass::kPos01;
-  if (k == "Tanh" || k == "Sigmoid") return s.v != VClass::kLarge;
+  if (k == "Tanh" || k == "Sigmoid") return s.v != VClass::kLarge && !s.large;
   if (k.rfind("BatchNorm", 0) == 0) return NumElements(x) / x[1] >= 4;
   if (k == "LayerNorm") return x.back() >= 4;
   if (k == "GroupNorm") return x[1] >= 2 && spatial() * x[1] >= 4;
@@ -583,7 +584,7 @@ bool Composer::TryChain(ComposedTask* out) {
       if (!Applicable(k, states, step)) continue;
       double w = 1;
       switch (spec.category) {
-        case OpCategory::kLayer: w = step == 0 ? 40 : 0.6; break;
+        case OpCategory::kLayer: w = step == 0 ? 150 : 0.6; break;  // most chains start with a layer
         case OpCategory::kNorm: w = 1.2; break;
         case OpCategory::kPool: w = 1.2; break;
         case OpCategory::kActivation: w = 1; break;
@@ -654,6 +655,8 @@ void Composer::Advance(const OpInstance& op, const Shape& out, State* s) {
   const VClass v = s->v;
   s->shape = out;
   if (k == "Clamp") s->clamped = true;
+  if (k == "Sum" || k == "LogSumExp") s->large = true;
+  if (spec->category == OpCategory::kNorm || k == "Softmax" || k == "Clamp") s->large = false;
   if (spec->category == OpCategory::kLayer || spec->category == OpCategory::kNorm || k == "Softmax" ||
       k == "LogSoftmax" || k == "ResidualAdd") {
     s->clamped = false;
@@ -684,7 +687,9 @@ void Composer::Advance(const OpInstance& op, const Shape& out, State* s) {
     s->v = VClass::kNeg;
     s->normalized = true;
   } else if (spec->category == OpCategory::kActivation) {
-    s->normalized = false;
+    // Of probabilities (small values), activations are nearly linear: their
+    // sums over the softmax's dimension stay constant.
+    if (v != VClass::kProb) s->normalized = false;
     if (k == "ReLU" || k == "Softplus") {
       s->v = VClass::kNonNeg;
     } else if (k == "Sigmoid") {
@@ -722,7 +727,7 @@ void Composer::Advance(const OpInstance& op, const Shape& out, State* s) {
     s->v = Positive(v) ? VClass::kNonNeg : Mixed(v) ? VClass::kShifted : v;
   } else if (k == "Max" || k == "Amax") {
     // The largest of many centred values: one-signed and concentrated.
-    s->v = Positive(v) ? v : Mixed(v) ? VClass::kShifted : v;
+    s->v = v == VClass::kPos01 ? VClass::kNonNeg : Positive(v) ? v : Mixed(v) ? VClass::kShifted : v;
     s->normalized = false;
   }
 }

@@ -131,7 +131,7 @@ int RunSynthCommand(const SynthFlags& f) {
                client ? client->Describe().c_str() : "programmatic", adapt::SizeScaleName(o.scale),
                o.judge.device.c_str(), static_cast<unsigned long long>(o.seed));
   adapt::SynthResult r = adapt::Synthesize(o, judge.get());
-  std::printf("%s\n", r.Summary(o).c_str());
+  if (r.attempts > 0) std::printf("%s\n", r.Summary(o).c_str());
   switch (r.failure) {
     case adapt::SynthFailure::kNone:
       if (!r.status.ok()) return Fail(kExitShort, r.status.message());
