@@ -281,7 +281,7 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
       ->required();
   cmd->add_option("--steps", f->steps, "candidates to propose per task (default 20)");
   cmd->add_option("--search", f->method, "mcts (default), ir (iterative refinement) or bon (best-of-N)");
-  cmd->add_option("--memory", f->memory, "skill memory (rule||score text file) whose rules go into prompts, or none");
+  cmd->add_option("--memory", f->memory, "skill memory (.txt: rule||score, .json: with examples) whose rules go into prompts, or none");
   cmd->add_flag("--resume", f->resume, "continue the run recorded in --out");
   cmd->add_option("--seed", f->seed, "search seed (default: random, recorded in the run)");
   cmd->add_option("--record", f->record, "also write every LLM call to FILE (a replay:FILE recording)");
