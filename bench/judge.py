@@ -42,14 +42,41 @@ def main():
     subprocess.run([sys.executable, str(ROOT / "bench" / "make_reference_candidates.py"), args.tasks, str(work / "c"),
                     "--variants", str(args.variants), "--limit", str(args.count)], check=True)
     t0 = time.time()
-    p = subprocess.run([args.bin, "batch", str(work / "c" / "manifest.jsonl"), "--device", args.device,
-                        "--jobs", str(args.jobs)] + args.extra.split(), capture_output=True, text=True, env=env)
+    # Verdicts stream as they finish, so a run cut short still shows its figures.
+    p = subprocess.Popen([args.bin, "batch", str(work / "c" / "manifest.jsonl"), "--device", args.device,
+                          "--jobs", str(args.jobs)] + args.extra.split(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    err_lines = []
+
+    def pump_err():
+        for line in p.stderr:
+            err_lines.append(line)
+            print("  [%6.1f s] %s" % (time.time() - t0, line.rstrip()), flush=True)
+
+    import threading
+    th = threading.Thread(target=pump_err, daemon=True)
+    th.start()
+    verdicts = []
+    for line in p.stdout:
+        if not line.strip():
+            continue
+        v = json.loads(line)
+        verdicts.append(v)
+        ph = v.get("phases", {})
+        print("  [%6.1f s] %-60s %-10s judge %.1f s (%s)" % (
+            time.time() - t0, Path(v.get("candidate", {}).get("path", "?")).name[:60], v.get("status"),
+            v.get("judge_seconds", 0), ", ".join("%s %.2f" % kv for kv in sorted(ph.items()))), flush=True)
+    p.wait()
+    th.join(5)
     total = time.time() - t0
     if p.returncode != 0:
-        sys.exit("batch failed: " + p.stderr[-3000:])
-    verdicts = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
-    m = re.search(r"batch: (\d+) candidates in ([\d.]+) s .*task checks and baselines ([\d.]+) s", p.stderr)
+        sys.exit("batch failed: " + "".join(err_lines)[-3000:])
+    m = re.search(r"batch: (\d+) candidates in ([\d.]+) s .*task checks and baselines ([\d.]+) s", "".join(err_lines))
     n, cand_s, prep_s = int(m.group(1)), float(m.group(2)), float(m.group(3))
+    phases = {}
+    for v in verdicts:
+        for k, x in v.get("phases", {}).items():
+            phases.setdefault(k, []).append(x)
     statuses = {}
     for v in verdicts:
         statuses[v["status"]] = statuses.get(v["status"], 0) + 1
@@ -58,11 +85,13 @@ def main():
     print("bench/judge  %s  GPU %s  torch %s  triton %s  tolerance %s" % (
         datetime.date.today(), v0.get("device"), env_info.get("torch"), env_info.get("triton"),
         v0.get("protocol", {}).get("tolerance")))
-    print("throughput: %d candidates (%d tasks x %d) in %.1f s through the pool (jobs=%d): %.1f s per candidate, "
-          "%.1f candidates per GPU-minute" % (n, args.count, args.variants, cand_s, args.jobs, cand_s / max(n, 1),
+    print("throughput: %d candidates (%d tasks x %d variants) in %.1f s through the pool (jobs=%d): %.1f s per candidate, "
+          "%.1f candidates per GPU-minute" % (n, len({v["task"]["hash"] for v in verdicts if "task" in v}), args.variants, cand_s, args.jobs, cand_s / max(n, 1),
                                               60.0 * n / cand_s))
     print("one-off: task checks and baselines (eager + torch.compile) %.1f s; whole command %.1f s" % (prep_s, total))
     print("statuses: %s" % statuses)
+    print("mean seconds per candidate by phase: %s (load overlaps other candidates' device work)" % ", ".join(
+        "%s %.2f" % (k, sum(x) / len(x)) for k, x in sorted(phases.items())))
     for v in verdicts:
         if v["status"] != "ok":
             print("  not ok: %s %s: %s" % (Path(v["candidate"]["path"]).name, v["status"], v["error"][:300].replace("\n", " ")))

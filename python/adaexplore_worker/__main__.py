@@ -41,10 +41,15 @@ def main(argv):
         import triton  # noqa: F401
     except Exception:
         pass
+    # Modules that patch torch's namespace when first imported (torch._dynamo
+    # wraps torch.manual_seed, and Triton or the profiler import it lazily on
+    # a GPU): import them before the guard takes its snapshot.
+    import torch._dynamo  # noqa: F401
+    import torch.profiler  # noqa: F401
     torch.set_num_threads(max(1, int(os.environ.get("ADAEXPLORE_THREADS", "4"))))
     if role_name == "reference":
         from .reference import ReferenceRole
-        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_MAX_TASKS", "4")))
+        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_MAX_TASKS", "12")))
     else:
         from .candidate import CandidateRole
         role = CandidateRole()

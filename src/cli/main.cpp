@@ -218,13 +218,17 @@ int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, i
   // Baselines and task checks first, so that the throughput figure is the
   // candidates' own (the one-off baseline cost is printed separately).
   double t0 = ax::NowSeconds();
+  size_t done = 0;
   for (auto& [spec, t] : tasks) {
     ax::TaskInfo info;
+    double tt = ax::NowSeconds();
     ax::Status s = pool->Prepare(t, o, &info);
     if (!s.ok()) {
       Fail(s.message());
       return info.error.empty() ? kExitEnvironment : kExitBadInput;
     }
+    std::fprintf(stderr, "batch: task %zu/%zu %s checked, baselines timed in %.1f s\n", ++done, tasks.size(),
+                 t.name.c_str(), ax::NowSeconds() - tt);
   }
   double t_tasks = ax::NowSeconds() - t0;
   std::vector<std::future<ax::EvalResult>> futs;

@@ -579,6 +579,7 @@ class JudgePool : public Judge {
     // Baselines (trusted side, exclusive device, cached).
     std::map<std::string, Baseline> baselines;
     if (o.time) {
+      const double t_base = NowSeconds();
       std::lock_guard<std::mutex> exec(st->exec_mu);
       std::lock_guard<std::mutex> ref(st->ref_mu);
       for (const auto& mode : o.baselines) {
@@ -593,6 +594,7 @@ class JudgePool : public Judge {
           v.error = s.message();
         }
       }
+      v.phases["baselines"] = NowSeconds() - t_base;
     }
 
     // A warm candidate worker of its own.
@@ -637,6 +639,12 @@ class JudgePool : public Judge {
     const std::string cand_hash = Sha256Hex(req.candidate_source);
     // 1. Compile: import, build, instantiate, one warm call. Overlaps other
     //    candidates' trials and timing.
+    double t_phase = NowSeconds();
+    auto phase = [&](const char* name) {
+      double now = NowSeconds();
+      v->phases[name] = now - t_phase;
+      t_phase = now;
+    };
     Reply load = w->Request({{"op", "load"},
                              {"task", task_file},
                              {"candidate", cand_file},
@@ -645,6 +653,7 @@ class JudgePool : public Judge {
                              {"warm_seed", seed0 + 7},
                              {"extensions_dir", cfg_.cache_dir + "/torch_extensions/" + cand_hash.substr(0, 16)}},
                             o.compile_timeout_s);
+    phase("load");
     if (!Usable(load, "compilation", o.compile_timeout_s, w, v)) return;
     if (Rejected(*v)) {
       v->status = kStatusRejected;
@@ -655,6 +664,7 @@ class JudgePool : public Judge {
     // 2. Correctness trials and timing hold the device exclusively.
     std::lock_guard<std::mutex> exec(st->exec_mu);
     std::lock_guard<std::mutex> ref(st->ref_mu);
+    phase("wait");
     TaskInfo again;
     Status s = EnsureTask(st, req.task, o, &again);
     if (!s.ok()) {
@@ -695,7 +705,9 @@ class JudgePool : public Judge {
       }
       return true;
     };
-    if (!trials(o.trials, seed0 + 11, 0)) return;
+    bool trials_ok = trials(o.trials, seed0 + 11, 0);
+    phase("trials");
+    if (!trials_ok) return;
 
     // 3. The candidate must launch a kernel of its own.
     if (own.empty()) {
@@ -736,6 +748,7 @@ class JudgePool : public Judge {
     json treq = TimingRequest(o, seed0, "time");
     treq["out_dir"] = out_dir;
     Reply tr = w->Request(treq, o.run_timeout_s);
+    phase("timing");
     if (!Usable(tr, "timing", o.run_timeout_s, w, v)) return;
     if (Rejected(*v)) {
       v->status = kStatusRejected;

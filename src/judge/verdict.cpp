@@ -40,6 +40,7 @@ nlohmann::json Verdict::ToJson() const {
   j["isolation"] = isolation;
   j["output_tail"] = output_tail;
   j["judge_seconds"] = judge_seconds;
+  j["phases"] = phases;
   j["cached"] = cached;
   return j;
 }
@@ -75,6 +76,7 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
   v.isolation = j.value("isolation", "");
   v.output_tail = j.value("output_tail", "");
   v.judge_seconds = j.value("judge_seconds", 0.0);
+  if (j.contains("phases") && j["phases"].is_object()) v.phases = j["phases"].get<std::map<std::string, double>>();
   v.cached = j.value("cached", false);
   return v;
 }

@@ -45,6 +45,7 @@ struct Verdict {
   std::string isolation;
   std::string output_tail;
   double judge_seconds = 0;
+  std::map<std::string, double> phases;   // seconds: load, wait (for the device), trials, timing
   bool cached = false;
 
   void AddFlag(const std::string& f);
