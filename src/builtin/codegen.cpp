@@ -233,13 +233,56 @@ std::string Shape(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// One kernel and its launcher for group k.
+// The flat index into a broadcast input for the group's flat offset `offs`:
+// dimensions of the group's shape are classified as broadcast (the input has
+// size 1 there), kept (same size) or trivial (size 1), adjacent dimensions of
+// the same class are merged, and each kept run contributes
+// ((offs // inner) % size) * stride with literal constants, so that the
+// compiler turns the divisions into multiplications.
+std::string BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vector<int64_t>& shape) {
+  const size_t rank = shape.size();
+  std::vector<int64_t> s(rank, 1);
+  for (size_t i = 0; i < in_shape.size(); ++i) s[rank - in_shape.size() + i] = in_shape[i];
+  // Runs of kept dimensions, each as (inner, size, stride in the contiguous input).
+  struct Run { int64_t inner, size, stride; };
+  std::vector<Run> runs;
+  int64_t inner = 1, in_stride = 1;
+  bool in_run = false;
+  for (size_t k = rank; k-- > 0;) {
+    if (shape[k] == 1) continue;  // trivial: neither breaks nor extends a run
+    bool kept = s[k] == shape[k];
+    if (kept) {
+      if (in_run) {
+        runs.back().size *= shape[k];
+      } else {
+        runs.push_back({inner, shape[k], in_stride});
+        in_run = true;
+      }
+      in_stride *= shape[k];
+    } else {
+      in_run = false;
+    }
+    inner *= shape[k];
+  }
+  if (runs.empty()) return "0";
+  std::string e;
+  const int64_t total = inner;
+  for (const auto& r : runs) {
+    std::string t = "offs";
+    if (r.inner != 1) t = "(" + t + " // " + std::to_string(r.inner) + ")";
+    if (r.inner * r.size != total) t = "(" + t + " % " + std::to_string(r.size) + ")";
+    if (r.stride != 1) t = t + " * " + std::to_string(r.stride);
+    e += (e.empty() ? "" : " + ") + t;
+  }
+  return e;
+}
+
+// One kernel and its launcher for group k. The kernel is specialised to the
+// traced shapes (KernelBench tasks have fixed shapes); the launcher checks them.
 Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks, std::string* kernels) {
-  const size_t rank = grp.shape.size();
-  std::vector<bool> bcast;  // per input: indexed through strides (its shape differs from the group's)
+  std::vector<bool> bcast;  // per input: its shape differs from the group's
   for (const auto& in : grp.inputs) bcast.push_back(g.Find(in)->shape != grp.shape);
-  bool any_bcast = false;
-  for (bool b : bcast) any_bcast = any_bcast || b;
+  const bool small = grp.numel() < (int64_t{1} << 31) - (int64_t{1} << 20);
 
   std::ostringstream kr, ln;
   std::string kname = "_ax_kernel" + std::to_string(k);
@@ -247,40 +290,20 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   for (size_t i = 0; i < grp.inputs.size(); ++i) params.push_back("in" + std::to_string(i));
   for (size_t i = 0; i < grp.outputs.size(); ++i) params.push_back("out" + std::to_string(i));
   params.push_back("n");
-  if (any_bcast) {
-    for (size_t d = 1; d < rank; ++d) params.push_back("D" + std::to_string(d));
-    for (size_t i = 0; i < grp.inputs.size(); ++i) {
-      if (!bcast[i]) continue;
-      for (size_t d = 0; d < rank; ++d) params.push_back("s" + std::to_string(i) + "_" + std::to_string(d));
-    }
-  }
   kr << "@triton.jit\ndef " << kname << "(";
   for (const auto& p : params) kr << p << ", ";
   kr << "BLOCK: tl.constexpr):\n";
   kr << "    # ops: ";
   for (size_t j = 0; j < grp.nodes.size(); ++j) kr << (j ? ", " : "") << grp.ops.at(grp.nodes[j]).fn;
   kr << "; shape " << Shape(grp.shape) << "\n";
-  kr << "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n";
+  if (small) kr << "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n";
+  else kr << "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n";
   kr << "    mask = offs < n\n";
-  if (any_bcast) {
-    kr << "    rem = offs\n";
-    for (size_t d = rank - 1; d >= 1; --d) {
-      kr << "    i" << d << " = rem % D" << d << "\n    rem = rem // D" << d << "\n";
-    }
-    kr << "    i0 = rem\n";
-  }
   std::map<std::string, std::string> names;  // node -> kernel variable
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     std::string v = "x" + std::to_string(i);
     std::string addr = "in" + std::to_string(i) + " + offs";
-    if (bcast[i]) {
-      addr = "in" + std::to_string(i) + " + (";
-      for (size_t d = 0; d < rank; ++d) {
-        addr += (d ? " + " : "") + std::string("i") + std::to_string(d) + " * s" + std::to_string(i) + "_" +
-                std::to_string(d);
-      }
-      addr += ")";
-    }
+    if (bcast[i]) addr = "in" + std::to_string(i) + " + (" + BroadcastIndex(g.Find(grp.inputs[i])->shape, grp.shape) + ")";
     kr << "    " << v << " = tl.load(" << addr << ", mask=mask, other=0.0).to(tl.float32)\n";
     names[grp.inputs[i]] = v;
   }
@@ -299,39 +322,27 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
     kr << "    tl.store(out" << i << " + offs, " << names.at(grp.outputs[i]) << ", mask=mask)\n";
   }
 
-  // The launcher: same-shape inputs are made contiguous (a no-op when they
-  // are), broadcast ones are expanded and read through their strides.
+  // The launcher: inputs are made contiguous (a no-op when they are), and
+  // their shapes must be the traced ones the kernel was specialised to.
   std::string fname = "_ax_launch" + std::to_string(k);
   ln << "def " << fname << "(";
   for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i;
   ln << "):\n";
-  ln << "    shape = torch.broadcast_shapes(";
-  for (size_t i = 0; i < grp.inputs.size(); ++i) ln << "in" << i << ".shape, ";
-  ln << ")\n";
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    if (bcast[i]) ln << "    in" << i << " = in" << i << ".expand(shape)\n";
-    else ln << "    in" << i << " = in" << i << ".contiguous()\n";
+    ln << "    assert list(in" << i << ".shape) == " << Shape(g.Find(grp.inputs[i])->shape)
+       << ", \"the kernel was generated for the traced shapes\"\n";
+    ln << "    in" << i << " = in" << i << ".contiguous()\n";
   }
   for (size_t i = 0; i < grp.outputs.size(); ++i) {
-    ln << "    out" << i << " = torch.empty(shape, device=in0.device, dtype=torch.float32)\n";
+    ln << "    out" << i << " = torch.empty(" << Shape(grp.shape) << ", device=in0.device, dtype=torch.float32)\n";
   }
   ln << "    n = out0.numel()\n";
-  ln << "    if n == 0:\n        return " << (grp.outputs.size() == 1 ? "out0" : "") ;
-  if (grp.outputs.size() > 1) {
-    for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
-  }
+  ln << "    if n == 0:\n        return ";
+  for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
   ln << "\n";
   ln << "    BLOCK = " << ks.block << "\n";
   ln << "    " << kname << "[(triton.cdiv(n, BLOCK),)](";
-  for (const auto& p : params) {
-    if (p[0] == 'D') ln << "shape[" << p.substr(1) << "], ";
-    else if (p[0] == 's') {
-      size_t us = p.find('_');
-      ln << "in" << p.substr(1, us - 1) << ".stride(" << p.substr(us + 1) << "), ";
-    } else {
-      ln << p << ", ";
-    }
-  }
+  for (const auto& p : params) ln << p << ", ";
   ln << "BLOCK=BLOCK, num_warps=" << ks.warps << ")\n";
   ln << "    return ";
   for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;

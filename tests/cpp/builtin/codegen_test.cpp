@@ -104,12 +104,34 @@ TEST(Codegen, EmitsKernelsLaunchersAndPlanMarker) {
   EXPECT_NE(src.find("getattr(self.layers, \"0\").weight"), std::string::npos);
   EXPECT_NE(src.find("return v_sigmoid"), std::string::npos);
   EXPECT_NE(src.find("BLOCK = 256"), std::string::npos);
-  EXPECT_NE(src.find("in1.expand(shape)"), std::string::npos);
+  // The broadcast bias [8] over [4, 8] is indexed with constant arithmetic.
+  EXPECT_NE(src.find("x1 = tl.load(in1 + ((offs % 8)), mask=mask"), std::string::npos) << src;
+  EXPECT_NE(src.find("assert list(in1.shape) == [8]"), std::string::npos);
   Plan back;
   ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
   ASSERT_EQ(back.sched.size(), 2u);
   EXPECT_EQ(back.sched[0], (KernelSchedule{256, 2}));
   EXPECT_EQ(back.sched[1], KernelSchedule());
+}
+
+// A per-channel bias [C, 1, 1] over [N, C, H, W], and a [1, W] row over it.
+TEST(Codegen, BroadcastIndexMergesDimensions) {
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({2, 3, 4, 5})}});
+  nodes.push_back({{"name", "b"}, {"op", "get_attr"}, {"target", "b"}, {"args", json::array()}, {"out", T({3, 1, 1})}});
+  nodes.push_back({{"name", "r"}, {"op", "get_attr"}, {"target", "r"}, {"args", json::array()}, {"out", T({1, 5})}});
+  nodes.push_back({{"name", "add"}, {"op", "call_function"}, {"target", "add"}, {"callable", "operator.add"},
+                   {"args", {N("x"), N("b")}}, {"out", T({2, 3, 4, 5})}});
+  nodes.push_back({{"name", "mul"}, {"op", "call_function"}, {"target", "mul"}, {"callable", "operator.mul"},
+                   {"args", {N("add"), N("r")}}, {"out", T({2, 3, 4, 5})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("mul")}},
+                   {"out", {{"kind", "other"}}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &g).ok());
+  std::string src;
+  ASSERT_TRUE(Generate(g, "", Plan(), &src).ok());
+  EXPECT_NE(src.find("tl.load(in1 + (((offs // 20) % 3)), mask=mask"), std::string::npos) << src;
+  EXPECT_NE(src.find("tl.load(in2 + ((offs % 5)), mask=mask"), std::string::npos) << src;
 }
 
 TEST(Codegen, NothingToFuseIsAnError) {

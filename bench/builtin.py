@@ -1,0 +1,750 @@
+#!/usr/bin/env python3
+"""bench/builtin: the `builtin` proposer (no LLM) over KernelBench tasks, with the issue's figures.
+
+    python3 bench/builtin.py TASKDIR_OR_FILES... [--steps 30] [--jobs 4] [--bin build/adaexplore]
+                             [--device cuda:0] [--out DIR] [--extra "..."] [--categories]
+                             [--baselines eager,compile] [--report-only] [--no-degenerate-check]
+
+Runs `adaexplore bench SPEC --proposer builtin --steps N --jobs J --device D --tolerance strict
+--baselines eager,compile --out OUT` (plus --resume when OUT already holds a run.sqlite), streaming
+the child's stderr as `[ELAPSED s] line`, so a run cut short by an outer `timeout` still shows its
+progress (SIGTERM/SIGINT stop the child and the report below is printed from what was stored).
+Several task specs are merged into one folder of symlinks, OUT/_tasks, because `bench` takes one
+spec (file names must then be unique).
+
+Then one line per task: correct or why not (the proposer's decline, like "cannot trace: ..." or
+"nothing to fuse: ...", else the most promising failed verdict's status and first error line), the
+best re-timed runtime, speedup vs eager and torch.compile, the degenerate flag and, for
+memory-bound tasks, the achieved bandwidth as a fraction of the device's measured copy bandwidth.
+Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
+its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
+short?)". All rows go to OUT/bench_builtin.jsonl, the aggregates to OUT/bench_builtin_summary.json.
+
+Definitions:
+- Category (classify()): by keywords of the file name with the numeric prefix removed, first match
+  wins: whole networks (net, vgg, lstm, gru, rnn, mlp, mamba, attention) -> network/attention;
+  conv -> conv; matmul, gemm, matrix, bmm -> matmul (but Matrix_scalar -> elementwise); pool ->
+  pooling; cum -> scan; loss -> loss; softmax -> softmax; norm -> normalisation; reduction,
+  argmax, argmin -> reduction; activation names (relu, gelu, sigmoid, tanh, swish, ...) ->
+  elementwise; anything else -> other.
+- Memory-bound: category is elementwise, normalisation, reduction, softmax or loss (Level-1 style
+  single operators; Level-2 names start with a conv/gemm/matmul and so are never memory-bound).
+- Bytes moved (estimate_bytes(), memory-bound tasks only): sum of .nbytes of get_inputs()'s tensors plus the outputs'
+  bytes, parameters and buffers excluded; inputs and outputs are built on the meta device, so
+  nothing is allocated (fallback for the outputs: the shapes recorded in the verdicts).
+- Copy bandwidth: median over 20 timed `dst.copy_(src)` of a 1 GiB float32 tensor (CUDA events,
+  after warm-up), bytes = 2 x size. Achieved = bytes moved / best runtime; fraction = achieved /
+  copy. Skipped on the CPU (figures are labelled CPU there).
+- Degenerate: the judge's flag `degenerate_task` (reference output independent of the inputs, or
+  an all-zero output passes); for tasks no verdict covers (declined), `adaexplore tasks` is asked.
+- Level: the task file's parent folder name (level1, level2, ...).
+- Aggregates exclude degenerate tasks; a task without a correct kernel counts as speedup 1.0:
+  per level, % correct and geomean over tasks of max(speedup, 1) vs eager and vs compile; for
+  memory-bound Level-1 tasks, % correct and over the correct ones the median and min bandwidth
+  fraction and how many reach >= 0.80.
+"""
+
+import argparse
+import datetime
+import importlib.util
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MEMORY_BOUND = ("elementwise", "normalisation", "reduction", "softmax", "loss")
+BW_TARGET = 0.80
+
+_ACTIVATIONS = ("relu", "gelu", "sigmoid", "tanh", "swish", "silu", "selu", "elu", "softplus", "softsign",
+                "mish", "clamp")
+
+# (category, keywords): first match wins; see the module docstring.
+_RULES = (
+    ("network", ("net", "vgg", "lstm", "gru", "rnn", "mlp", "mamba", "transformer")),
+    ("attention", ("attention",)),
+    ("conv", ("conv",)),
+    ("elementwise", ("matrix_scalar",)),
+    ("matmul", ("matmul", "gemm", "matrix", "bmm")),
+    ("pooling", ("pool",)),
+    ("scan", ("cum",)),
+    ("loss", ("loss",)),
+    ("softmax", ("softmax",)),
+    ("normalisation", ("norm",)),
+    ("reduction", ("reduction", "argmax", "argmin")),
+    ("elementwise", _ACTIVATIONS),
+)
+
+
+def classify(name):
+    """Category of a task from its file name ("19_ReLU.py" or "19_ReLU")."""
+    stem = Path(name).name
+    if stem.endswith(".py"):
+        stem = stem[:-3]
+    key = re.sub(r"^\d+_", "", stem).lower()
+    for cat, words in _RULES:
+        if any(w in key for w in words):
+            return cat
+    return "other"
+
+
+def is_memory_bound(category):
+    return category in MEMORY_BOUND
+
+
+# ---------------------------------------------------------------- task specs
+
+def _numeric_prefix(name):
+    m = re.match(r"\d+", name)
+    return int(m.group(0)) if m else -1
+
+
+def resolve_spec(spec):
+    """Task files of one spec, as `adaexplore bench` resolves it (file, folder, levelN/ID,
+    kernelbench:ROOT:LEVEL:ID)."""
+    def find(folder, pid):
+        folder = Path(folder)
+        hits = [p for p in folder.glob("*.py") if p.name == pid + ".py" or p.name.startswith(pid + "_")]
+        if len(hits) != 1:
+            raise SystemExit("bench/builtin: no unique problem %s in %s" % (pid, folder))
+        return [hits[0]]
+
+    if spec.startswith("kernelbench:"):
+        root, level, pid = spec[len("kernelbench:"):].rsplit(":", 2)
+        return find(Path(root) / ("level" + level), pid)
+    p = Path(spec)
+    if p.is_file():
+        return [p]
+    if p.is_dir():
+        files = [f for f in p.iterdir() if f.suffix == ".py" and not f.name.startswith("_") and f.is_file()]
+        return sorted(files, key=lambda f: (_numeric_prefix(f.name), f.name))
+    if p.name.isdigit() and p.parent.is_dir():
+        return find(p.parent, p.name)
+    raise SystemExit("bench/builtin: no such task file or folder: %s" % spec)
+
+
+def level_of(path):
+    """The group a task belongs to: its file's parent folder name (symlinks resolved)."""
+    return Path(os.path.realpath(path)).parent.name
+
+
+# ---------------------------------------------------------------- bytes and bandwidth
+
+def _tensors(x):
+    import torch
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _tensors(y)
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
+_DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+                "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+
+
+def output_bytes_from_shapes(outputs):
+    """Bytes of [{"shape": [...], "dtype": "float32"}, ...] (the verdicts' task.outputs)."""
+    total = 0
+    for o in outputs:
+        dt = str(o.get("dtype", "")).replace("torch.", "")
+        if dt not in _DTYPE_BYTES:
+            return None
+        total += math.prod(o.get("shape", [])) * _DTYPE_BYTES[dt]
+    return total
+
+
+def load_task_module(path):
+    name = "_bench_task_%d_%s" % (abs(hash(str(path))), re.sub(r"\W", "_", Path(path).stem))
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def estimate_bytes(path):
+    """(input_bytes, output_bytes, error): the task's tensors built on the meta device; parameters
+    and buffers of the Model are not counted. output_bytes is None when the forward does not run
+    on meta (data-dependent shapes); error says why."""
+    import torch
+    mod = load_task_module(path)
+    with torch.device("meta"):
+        inputs = mod.get_inputs()
+        init = mod.get_init_inputs()
+    in_bytes = sum(_nbytes(t) for t in _tensors(inputs))
+    try:
+        with torch.device("meta"), torch.no_grad():
+            model = mod.Model(*init)
+            args = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+            out = model(*args)
+        return in_bytes, sum(_nbytes(t) for t in _tensors(out)), ""
+    except Exception as e:  # noqa: BLE001 - any failure only loses the output estimate
+        return in_bytes, None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+
+
+def measure_copy_bandwidth(device, gib=1.0, iters=20, warmup=5):
+    """Device-to-device copy bandwidth in bytes/s (2 x size per copy, median of `iters`)."""
+    import torch
+    n = int(gib * (1 << 30)) // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(warmup):
+        dst.copy_(src)
+    torch.cuda.synchronize(device)
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    moved = 2 * src.numel() * src.element_size()
+    del src, dst
+    torch.cuda.empty_cache()
+    return moved / (statistics.median(times) / 1e3)
+
+
+# ---------------------------------------------------------------- reading a run
+
+def first_line(text, limit=200):
+    lines = [l.strip() for l in str(text or "").splitlines() if l.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if line.startswith("Traceback") and len(lines) > 1:
+        line = lines[-1]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def read_store(out):
+    """What run.sqlite knows, per task: {"summary", "tree", "verdicts"} (missing keys when absent),
+    and the config. Read-only; an unreadable store gives empty maps."""
+    db = Path(out) / "run.sqlite"
+    tasks, config = {}, {}
+    if not db.exists():
+        return tasks, config
+    try:
+        con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=30)
+        for key, value in con.execute("SELECT key, value FROM meta"):
+            if key == "config":
+                config = json.loads(value)
+        for name, _status, summ, updated in con.execute("SELECT task, status, summary, updated FROM tasks"):
+            tasks.setdefault(name, {})["summary"] = json.loads(summ)
+            tasks[name]["updated"] = updated
+        for name, tree in con.execute("SELECT task, tree FROM trees"):
+            tasks.setdefault(name, {})["tree"] = json.loads(tree)
+        for name, verdict in con.execute("SELECT task, verdict FROM verdicts"):
+            tasks.setdefault(name, {}).setdefault("verdicts", []).append(json.loads(verdict))
+        con.close()
+    except (sqlite3.Error, ValueError) as e:
+        print("bench/builtin: cannot read %s: %s" % (db, e), flush=True)
+    return tasks, config
+
+
+def read_summary(out):
+    """{task: entry} of OUT/summary.json, each entry with "_mtime" (the file's)."""
+    p = Path(out) / "summary.json"
+    try:
+        data = json.loads(p.read_text())
+        mtime = p.stat().st_mtime
+        return {t["task"]: dict(t, _mtime=mtime) for t in data.get("tasks", []) if isinstance(t, dict) and "task" in t}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def why_not(summary, tree):
+    """Why a task has no correct kernel: the proposer's stop reason, else the most promising
+    failed node (highest reward, then first) as `status: first error line`."""
+    status = (summary or {}).get("status", "")
+    parts = []
+    if status.startswith("stopped: "):
+        parts.append(status[len("stopped: "):])
+    nodes = [n for n in (tree or {}).get("nodes", []) if n.get("kind") != "root"]
+    if nodes:
+        best = max(nodes, key=lambda n: (n.get("reward", 0), -n.get("id", 0)))
+        o = best.get("outcome", {})
+        err = first_line(o.get("error", ""))
+        if err.startswith("builtin: "):
+            err = err[len("builtin: "):]
+        st = o.get("status", "?")
+        if any(n.get("outcome", {}).get("correct") for n in nodes):
+            parts.append("correct candidates, but none passed the final re-timing")
+        elif st == "no_candidate":
+            parts.append(err or "no candidate")
+        else:
+            parts.append("%s: %s" % (st, err) if err else st)
+    if not parts:
+        parts.append("no candidate judged (status %r)" % status if status else "no result")
+    return "; ".join(parts)
+
+
+def degenerate_from(summary, verdicts):
+    """(True/False/None, kinds): None when nothing the judge wrote covers the task."""
+    kinds, known = set(), False
+    for f in (summary or {}).get("flags", []) or []:
+        if f.startswith("degenerate:"):
+            kinds.add(f.split(":", 1)[1])
+        if f == "degenerate_task":
+            kinds.add("degenerate_task")
+    if summary and summary.get("best_node", -1) >= 0:
+        known = True
+    for v in verdicts or []:
+        t = v.get("task") if isinstance(v.get("task"), dict) else {}
+        if "degenerate" in t:
+            known = True
+            d = t["degenerate"]
+            if isinstance(d, list):
+                kinds.update(d)
+            elif d is True:
+                kinds.add("degenerate_task")
+        for f in v.get("flags", []) or []:
+            if f.startswith("degenerate:"):
+                kinds.add(f.split(":", 1)[1])
+    if len(kinds) > 1:
+        kinds.discard("degenerate_task")  # the specific kinds say more
+    if kinds:
+        return True, sorted(kinds)
+    return (False if known else None), []
+
+
+def task_row(name, path, summary, store_entry):
+    """One per-task row (without bytes/bandwidth), from summary.json's entry or the store."""
+    store_entry = store_entry or {}
+    if summary and store_entry.get("summary") and store_entry.get("updated", 0) > summary.get("_mtime", 0) + 1:
+        summary = None  # summary.json is from an earlier (resumed) run; the store has this task's newer result
+    if summary:
+        summary = {k: v for k, v in summary.items() if k != "_mtime"}
+    source = "summary.json" if summary else ("run.sqlite" if store_entry.get("summary") else "none")
+    summary = summary or store_entry.get("summary")
+    row = {"task": name, "path": str(path) if path else "", "level": level_of(path) if path else "",
+           "category": classify(name), "source": source}
+    row["memory_bound"] = is_memory_bound(row["category"])
+    verdicts = store_entry.get("verdicts", [])
+    if not summary:
+        row.update(correct=False, status="missing", reason="no result (run cut short?)")
+        tree = store_entry.get("tree")
+        nodes = [n for n in (tree or {}).get("nodes", []) if n.get("kind") != "root"]
+        good = [n for n in nodes if n.get("outcome", {}).get("correct")]
+        if nodes:
+            row["reason"] += " [%d steps stored%s]" % (
+                len(nodes), ", best so far %.3fx vs eager" % max(n["outcome"].get("speedup", 0) for n in good)
+                if good else "")
+    else:
+        best = summary.get("best_node", -1)
+        correct = best is not None and best >= 0 and summary.get("runtime_ms") is not None
+        sp = summary.get("speedup") or {}
+        base = summary.get("baseline_ms") or {}
+        row.update(correct=bool(correct), status=summary.get("status", ""), best_node=best,
+                   runtime_ms=summary.get("runtime_ms") if correct else None,
+                   speedup_eager=sp.get("eager") if correct else None,
+                   speedup_compile=sp.get("compile") if correct else None,
+                   baseline_eager_ms=base.get("eager"), baseline_compile_ms=base.get("compile"),
+                   steps=summary.get("steps"), judged=summary.get("judged"), wall_s=summary.get("wall_s"),
+                   device=summary.get("device", ""))
+        row["reason"] = "" if correct else why_not(summary, store_entry.get("tree"))
+    for v in verdicts:  # baselines from any timed verdict when the summary lacks them
+        b = v.get("baseline_ms") or {}
+        for k in ("eager", "compile"):
+            if row.get("baseline_%s_ms" % k) is None and b.get(k) is not None:
+                row["baseline_%s_ms" % k] = b[k]
+    deg, kinds = degenerate_from(summary, verdicts)
+    row["degenerate"], row["degenerate_kinds"] = deg, kinds
+    outs = [v["task"]["outputs"] for v in verdicts if isinstance(v.get("task"), dict) and v["task"].get("outputs")]
+    row["_verdict_outputs"] = outs[0] if outs else None
+    return row
+
+
+def add_bandwidth(row, copy_bps):
+    """Fills achieved bandwidth and the fraction of copy bandwidth (memory-bound, correct rows)."""
+    row["achieved_gbs"] = row["bw_fraction"] = None
+    row["copy_gbs"] = copy_bps / 1e9 if copy_bps else None
+    b, ms = row.get("bytes"), row.get("runtime_ms")
+    if b and ms and ms > 0:
+        achieved = b / (ms / 1e3)
+        row["achieved_gbs"] = achieved / 1e9
+        if copy_bps and row.get("memory_bound"):
+            row["bw_fraction"] = achieved / copy_bps
+    return row
+
+
+# ---------------------------------------------------------------- aggregates
+
+def geomean(xs):
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def clamped_speedup(row, key):
+    """max(speedup, 1); a task without a correct kernel (or without that baseline) counts 1.0."""
+    sp = row.get(key) if row.get("correct") else None
+    return max(sp, 1.0) if sp else 1.0
+
+
+def aggregate(rows, compile_baseline=True):
+    """The figures of the issue, degenerate tasks excluded everywhere; vs-compile figures only
+    when the run timed a torch.compile baseline."""
+    keep = [r for r in rows if r.get("degenerate") is not True]
+    agg = {"tasks": len(rows), "degenerate_excluded": sorted(r["task"] for r in rows if r.get("degenerate") is True),
+           "degenerate_unknown": sorted(r["task"] for r in rows if r.get("degenerate") is None), "levels": {}}
+    for level in sorted({r["level"] for r in keep}):
+        rs = [r for r in keep if r["level"] == level]
+        ok = [r for r in rs if r.get("correct")]
+        agg["levels"][level] = {
+            "tasks": len(rs), "correct": len(ok), "correct_pct": 100.0 * len(ok) / len(rs),
+            "geomean_eager": geomean(clamped_speedup(r, "speedup_eager") for r in rs),
+            "geomean_compile": geomean(clamped_speedup(r, "speedup_compile") for r in rs) if compile_baseline else None,
+        }
+    mb = [r for r in keep if r["level"] == "level1" and r.get("memory_bound")]
+    mb_ok = [r for r in mb if r.get("correct")]
+    fr = sorted(r["bw_fraction"] for r in mb_ok if r.get("bw_fraction") is not None)
+    agg["level1_memory_bound"] = {
+        "tasks": len(mb), "correct": len(mb_ok), "correct_pct": 100.0 * len(mb_ok) / len(mb) if mb else None,
+        "with_fraction": len(fr), "median_fraction": statistics.median(fr) if fr else None,
+        "min_fraction": fr[0] if fr else None, "at_least_0_80": sum(1 for f in fr if f >= BW_TARGET),
+        "by_category": {c: {"tasks": sum(1 for r in mb if r["category"] == c),
+                            "correct": sum(1 for r in mb_ok if r["category"] == c)} for c in MEMORY_BOUND},
+    }
+    return agg
+
+
+# ---------------------------------------------------------------- printing
+
+def _x(v):
+    return "%.3fx" % v if v is not None else "-"
+
+
+def format_row(r):
+    ok = "yes" if r.get("correct") else "no"
+    deg = {True: "DEGEN", False: "", None: "deg?"}[r.get("degenerate")]
+    bw = ""
+    if r.get("bw_fraction") is not None:
+        bw = "bw %.2f (%.0f GB/s)" % (r["bw_fraction"], r["achieved_gbs"])
+    elif r.get("memory_bound") and r.get("correct") and r.get("achieved_gbs") is not None:
+        bw = "%.3g GB/s" % r["achieved_gbs"]
+    ms = "%.4f" % r["runtime_ms"] if r.get("runtime_ms") is not None else "-"
+    note = r.get("reason", "")
+    return "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
+        r["task"][:44], r.get("level", "")[:7], r["category"], ok, ms, _x(r.get("speedup_eager")),
+        _x(r.get("speedup_compile")), deg, bw, note)
+
+
+HEADER = "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
+    "task", "level", "category", "ok", "best_ms", "vs_eager", "vs_comp", "degen", "bandwidth/copy", "why not")
+
+
+def print_aggregates(agg, meta):
+    label = "" if meta.get("cuda") else " [CPU figures]"
+    print("\n== aggregates%s (degenerate tasks excluded; no correct kernel = 1.0x) ==" % label)
+    print("date %s  device %s  torch %s  triton %s  steps %s  copy bandwidth %s" % (
+        meta.get("date"), meta.get("gpu"), meta.get("torch"), meta.get("triton"), meta.get("steps"),
+        "%.0f GB/s" % (meta["copy_bps"] / 1e9) if meta.get("copy_bps") else "n/a"))
+    if agg["degenerate_excluded"]:
+        print("excluded as degenerate: %s" % ", ".join(agg["degenerate_excluded"]))
+    if agg["degenerate_unknown"]:
+        print("degeneracy unknown (counted): %s" % ", ".join(agg["degenerate_unknown"]))
+    for level, a in agg["levels"].items():
+        print("%-8s correct %d/%d = %.1f%%  geomean max(speedup,1): vs eager %s, vs compile %s" % (
+            level, a["correct"], a["tasks"], a["correct_pct"], _x(a["geomean_eager"]), _x(a["geomean_compile"])))
+    m = agg["level1_memory_bound"]
+    if m["tasks"]:
+        cats = ", ".join("%s %d/%d" % (c, v["correct"], v["tasks"]) for c, v in m["by_category"].items() if v["tasks"])
+        print("level1 memory-bound (%s): correct %d/%d = %.1f%%" % (cats, m["correct"], m["tasks"], m["correct_pct"]))
+        if m["with_fraction"]:
+            print("  bandwidth / copy over %d correct: median %.3f, min %.3f, >= %.2f: %d/%d" % (
+                m["with_fraction"], m["median_fraction"], m["min_fraction"], BW_TARGET, m["at_least_0_80"],
+                m["with_fraction"]))
+        else:
+            print("  bandwidth fractions: n/a (%s)" % ("no correct kernel" if meta.get("cuda") else "CPU run"))
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- running
+
+class Stop(Exception):
+    pass
+
+
+def _on_signal(signum, _frame):
+    raise Stop(signal.Signals(signum).name)
+
+
+def run_bench(cmd, env, t0):
+    """Runs the bench, streaming its stderr and stdout with elapsed seconds; returns the exit code
+    (None when we were stopped by a signal)."""
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         errors="replace", bufsize=1)
+
+    lock = threading.Lock()
+
+    def pump(stream, tag):
+        for line in stream:
+            with lock:
+                sys.stdout.write("[%7.1f s]%s %s\n" % (time.time() - t0, tag, line.rstrip()))
+                sys.stdout.flush()
+
+    threads = [threading.Thread(target=pump, args=(p.stderr, ""), daemon=True),
+               threading.Thread(target=pump, args=(p.stdout, " >"), daemon=True)]
+    for th in threads:
+        th.start()
+    try:
+        while p.poll() is None:
+            time.sleep(0.5)
+    except Stop as e:
+        print("[%7.1f s] bench/builtin: %s: stopping the bench and reporting what was stored" % (
+            time.time() - t0, e), flush=True)
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for th in threads:
+            th.join(2)
+        return None
+    for th in threads:
+        th.join(5)
+    print("[%7.1f s] bench exited with %d" % (time.time() - t0, p.returncode), flush=True)
+    return p.returncode
+
+
+def prepare_tasks(specs, out):
+    """(spec for `bench`, [task files]): one spec is passed as is; several are merged into
+    OUT/_tasks (symlinks)."""
+    files = []
+    for s in specs:
+        files.extend(resolve_spec(s))
+    names = {}
+    for f in files:
+        if f.stem in names and os.path.realpath(names[f.stem]) != os.path.realpath(f):
+            raise SystemExit("bench/builtin: two tasks named %s (%s, %s): bench names tasks by file stem" % (
+                f.stem, names[f.stem], f))
+        names[f.stem] = f
+    if len(specs) == 1:
+        return specs[0], list(names.values())
+    d = Path(out) / "_tasks"
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.glob("*.py"):
+        old.unlink()
+    for stem, f in names.items():
+        link = d / (stem + ".py")
+        try:
+            link.symlink_to(Path(f).resolve())
+        except OSError:
+            link.write_bytes(Path(f).read_bytes())
+    return str(d), list(names.values())
+
+
+def check_degenerate(binary, tasks, out, device, env, timeout=900):
+    """{name: [kinds]} from `adaexplore tasks --json` for tasks no verdict covers."""
+    if not tasks:
+        return {}
+    d = Path(out) / "_degen_check"
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.glob("*.py"):
+        old.unlink()
+    for name, path in tasks.items():
+        (d / (name + ".py")).symlink_to(Path(path).resolve())
+    found = {}
+    try:
+        p = subprocess.run([binary, "tasks", str(d), "--json", "--device", device, "--tolerance", "strict"],
+                           capture_output=True, text=True, timeout=timeout, env=env)
+        for line in p.stdout.splitlines():
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if j.get("ok"):
+                found[j["task"]] = list(j.get("degenerate") or [])
+    except (subprocess.TimeoutExpired, OSError) as e:
+        print("bench/builtin: degeneracy check failed: %s" % e, flush=True)
+    return found
+
+
+def env_info(store, summary_rows, device):
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "cuda": device.startswith("cuda")}
+    for entry in store.values():
+        for v in entry.get("verdicts", []):
+            e = v.get("env") or {}
+            info.setdefault("torch", e.get("torch"))
+            info.setdefault("triton", e.get("triton"))
+            if v.get("device"):
+                info.setdefault("gpu", v["device"])
+    for r in summary_rows:
+        if r.get("device"):
+            info.setdefault("gpu", r["device"])
+    try:
+        import torch
+        if not info.get("torch"):
+            info["torch"] = torch.__version__
+        if not info.get("gpu") and info["cuda"] and torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    except ImportError:
+        pass
+    if not info.get("triton"):
+        try:
+            import triton
+            info["triton"] = triton.__version__
+        except ImportError:
+            info["triton"] = "?"
+    info.setdefault("gpu", "cpu" if not info["cuda"] else device)
+    return info
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tasks", nargs="+", help="task folders, files, levelN/ID or kernelbench:ROOT:LEVEL:ID")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--bin", default=None, help="adaexplore binary (default build/adaexplore of this repo)")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--out", default=None, help="run folder (default runs/builtin-TIMESTAMP); resumed if it holds a run")
+    ap.add_argument("--extra", default="", help="extra flags for `adaexplore bench` (shell-split)")
+    ap.add_argument("--baselines", default=None, help="default eager,compile on GPU, eager on CPU")
+    ap.add_argument("--categories", action="store_true",
+                    help="only list each task's level, category and byte estimate; run nothing")
+    ap.add_argument("--report-only", action="store_true", help="do not run the bench; report OUT as it is")
+    ap.add_argument("--no-degenerate-check", action="store_true",
+                    help="do not ask `adaexplore tasks` about tasks no verdict covers")
+    ap.add_argument("--copy-gib", type=float, default=1.0, help="size of the copy-bandwidth tensor")
+    args = ap.parse_args(argv)
+
+    t0 = time.time()
+    cuda = args.device.startswith("cuda")
+    if args.categories and not args.out:
+        import tempfile
+        out = tempfile.mkdtemp(prefix="bench-builtin-")
+    else:
+        out = args.out or str(ROOT / "runs" / ("builtin-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
+    binary = args.bin or str(ROOT / "build" / "adaexplore")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    spec, files = prepare_tasks(args.tasks, out)
+    paths = {f.stem: f for f in files}
+
+    # Bytes moved per memory-bound task (meta device: allocates nothing; RNN models are slow to
+    # build there, so the others are only estimated for --categories).
+    estimates = {}
+    for name, path in paths.items():
+        if not (args.categories or is_memory_bound(classify(name))):
+            continue
+        try:
+            estimates[name] = estimate_bytes(path)
+        except Exception as e:  # noqa: BLE001
+            estimates[name] = (None, None, "%s: %s" % (type(e).__name__, first_line(str(e))))
+    if args.categories:
+        for name, path in paths.items():
+            bi, bo, err = estimates[name]
+            cat = classify(name)
+            print("%-60s %-7s %-13s %-13s in %s out %s %s" % (
+                name, level_of(path), cat, "memory-bound" if is_memory_bound(cat) else "",
+                "%.3f GB" % (bi / 1e9) if bi is not None else "?", "%.3f GB" % (bo / 1e9) if bo is not None else "?",
+                err))
+        counts = {}
+        for name in paths:
+            counts[classify(name)] = counts.get(classify(name), 0) + 1
+        print("categories: " + ", ".join("%s %d" % kv for kv in sorted(counts.items())))
+        return 0
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    bw_file = Path(out) / "copy_bandwidth.json"
+    copy_bps = None
+    rc = None
+    baselines = args.baselines or ("eager,compile" if cuda else "eager")
+    try:
+        if cuda:
+            try:
+                copy_bps = json.loads(bw_file.read_text())["bytes_per_s"] if args.report_only and bw_file.exists() \
+                    else None
+                if copy_bps is None:
+                    copy_bps = measure_copy_bandwidth(args.device, args.copy_gib)
+                    bw_file.write_text(json.dumps({"bytes_per_s": copy_bps, "device": args.device,
+                                                   "gib": args.copy_gib}))
+                print("[%7.1f s] copy bandwidth on %s: %.0f GB/s (2 x %.2f GiB per copy)" % (
+                    time.time() - t0, args.device, copy_bps / 1e9, args.copy_gib), flush=True)
+            except Exception as e:  # noqa: BLE001
+                print("bench/builtin: copy bandwidth not measured: %s" % e, flush=True)
+        if not args.report_only:
+            cmd = [binary, "bench", spec, "--proposer", "builtin", "--steps", str(args.steps), "--jobs",
+                   str(args.jobs), "--device", args.device, "--tolerance", "strict", "--baselines", baselines,
+                   "--out", out]
+            if (Path(out) / "run.sqlite").exists():
+                cmd.append("--resume")
+            cmd += shlex.split(args.extra)
+            rc = run_bench(cmd, dict(os.environ), t0)
+    except Stop as e:
+        print("bench/builtin: %s before the bench finished" % e, flush=True)
+    # From here on a second signal just ends the report early.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    summary = read_summary(out)
+    store, config = read_store(out)
+    rows = []
+    for name, path in paths.items():
+        r = task_row(name, path, summary.get(name), store.get(name))
+        bi, bo, err = estimates.get(name, (None, None, ""))
+        if bo is None and r.get("_verdict_outputs"):
+            bo = output_bytes_from_shapes(r["_verdict_outputs"])
+        r.pop("_verdict_outputs", None)
+        r["bytes_in"], r["bytes_out"] = bi, bo
+        r["bytes"] = bi + bo if bi is not None and bo is not None else None
+        if err and r["bytes"] is None:
+            r["bytes_error"] = err
+        add_bandwidth(r, copy_bps if cuda else None)
+        rows.append(r)
+
+    unknown = {r["task"]: paths[r["task"]] for r in rows if r["degenerate"] is None}
+    if unknown and not args.no_degenerate_check and Path(binary).exists():
+        cache = Path(out) / "degenerate_check.json"
+        known = json.loads(cache.read_text()) if cache.exists() else {}
+        ask = {k: v for k, v in unknown.items() if k not in known}
+        if ask:
+            print("[%7.1f s] checking %d tasks without a verdict for degeneracy (adaexplore tasks)" % (
+                time.time() - t0, len(ask)), flush=True)
+            known.update(check_degenerate(binary, ask, out, args.device, dict(os.environ)))
+            cache.write_text(json.dumps(known, indent=1))
+        for r in rows:
+            if r["degenerate"] is None and r["task"] in known:
+                r["degenerate"], r["degenerate_kinds"] = bool(known[r["task"]]), known[r["task"]]
+
+    meta = env_info(store, rows, args.device)
+    meta.update(copy_bps=copy_bps, steps=config.get("steps", args.steps) if args.report_only else args.steps,
+                out=out, bench_rc=rc)
+    print("\n" + HEADER)
+    for r in rows:
+        print(format_row(r))
+    agg = aggregate(rows, "compile" in baselines.split(","))
+    print_aggregates(agg, meta)
+    with open(Path(out) / "bench_builtin.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    (Path(out) / "bench_builtin_summary.json").write_text(json.dumps({"meta": meta, "aggregates": agg}, indent=1))
+    print("rows: %s/bench_builtin.jsonl; aggregates: %s/bench_builtin_summary.json" % (out, out), flush=True)
+    if rc is None and not args.report_only:
+        return 124
+    return rc or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""bench/builtin.py's pure parts, on the CPU, without the adaexplore binary: the Level-1
+categories, the aggregates (no correct kernel = 1.0x, degenerate tasks excluded), the byte
+estimate of a task built on the meta device, and the per-task rows read from a run folder."""
+
+import importlib.util
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LEVEL1 = ROOT.parent / "shared" / "datasets" / "kernelbench" / "level1"
+
+
+@pytest.fixture(scope="module")
+def bb():
+    spec = importlib.util.spec_from_file_location("bench_builtin", ROOT / "bench" / "builtin.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name,cat", [
+    ("19_ReLU.py", "elementwise"),
+    ("20_LeakyReLU", "elementwise"),
+    ("26_GELU_.py", "elementwise"),
+    ("29_Softplus.py", "elementwise"),
+    ("30_Softsign.py", "elementwise"),
+    ("88_MinGPTNewGelu.py", "elementwise"),
+    ("5_Matrix_scalar_multiplication.py", "elementwise"),
+    ("23_Softmax.py", "softmax"),
+    ("24_LogSoftmax.py", "softmax"),
+    ("33_BatchNorm.py", "normalisation"),
+    ("37_FrobeniusNorm_.py", "normalisation"),
+    ("47_Sum_reduction_over_a_dimension.py", "reduction"),
+    ("51_Argmax_over_a_dimension.py", "reduction"),
+    ("94_MSELoss.py", "loss"),
+    ("95_CrossEntropyLoss.py", "loss"),
+    ("1_Square_matrix_multiplication_.py", "matmul"),
+    ("4_Matrix_vector_multiplication_.py", "matmul"),
+    ("12_Matmul_with_diagonal_matrices_.py", "matmul"),
+    ("50_conv_standard_2D__square_input__square_kernel.py", "conv"),
+    ("42_Max_Pooling_2D.py", "pooling"),
+    ("89_cumsum.py", "scan"),
+    ("93_masked_cumsum.py", "scan"),
+    ("97_ScaledDotProductAttention.py", "attention"),
+    # Level-2 and Level-3 names are never memory-bound.
+    ("33_Gemm_Scale_BatchNorm.py", "matmul"),
+    ("49_ConvTranspose3d_Softmax_Sigmoid.py", "conv"),
+    ("45_UNetSoftmax.py", "network"),
+])
+def test_classify(bb, name, cat):
+    assert bb.classify(name) == cat
+
+
+def test_memory_bound_categories(bb):
+    assert bb.is_memory_bound(bb.classify("19_ReLU.py"))
+    assert bb.is_memory_bound(bb.classify("98_KLDivLoss.py"))
+    assert not bb.is_memory_bound(bb.classify("9_Tall_skinny_matrix_multiplication_.py"))
+    assert not bb.is_memory_bound(bb.classify("41_Max_Pooling_1D.py"))
+
+
+@pytest.mark.skipif(not LEVEL1.is_dir(), reason="KernelBench level1 not in shared/datasets")
+def test_classify_whole_level1(bb):
+    counts = {}
+    for f in LEVEL1.glob("*.py"):
+        counts[bb.classify(f.name)] = counts.get(bb.classify(f.name), 0) + 1
+    assert counts == {"matmul": 17, "elementwise": 14, "softmax": 2, "normalisation": 8, "pooling": 6,
+                      "reduction": 6, "conv": 35, "scan": 5, "loss": 6, "attention": 1}
+
+
+def row(task, level="level2", correct=True, eager=None, compile_=None, degenerate=False, category="conv",
+        frac=None):
+    return {"task": task, "level": level, "category": category, "memory_bound": category in
+            ("elementwise", "normalisation", "reduction", "softmax", "loss"), "correct": correct,
+            "speedup_eager": eager, "speedup_compile": compile_, "degenerate": degenerate, "bw_fraction": frac}
+
+
+def test_aggregate_geomean_uncorrect_is_one_and_degenerate_excluded(bb):
+    rows = [
+        row("a", eager=4.0, compile_=2.0),
+        row("b", eager=0.5, compile_=0.25),       # slower than eager: counts 1.0
+        row("c", correct=False),                  # no correct kernel: counts 1.0
+        row("d", eager=100.0, compile_=100.0, degenerate=True),  # excluded everywhere
+        row("e", correct=False, degenerate=None),  # unknown degeneracy: counted
+    ]
+    agg = bb.aggregate(rows)
+    l2 = agg["levels"]["level2"]
+    assert l2["tasks"] == 4 and l2["correct"] == 2
+    assert l2["correct_pct"] == pytest.approx(50.0)
+    assert l2["geomean_eager"] == pytest.approx(4.0 ** 0.25)
+    assert l2["geomean_compile"] == pytest.approx(2.0 ** 0.25)
+    assert agg["degenerate_excluded"] == ["d"]
+    assert agg["degenerate_unknown"] == ["e"]
+    assert bb.aggregate(rows, compile_baseline=False)["levels"]["level2"]["geomean_compile"] is None
+
+
+def test_aggregate_level1_bandwidth(bb):
+    rows = [
+        row("19_ReLU", "level1", eager=1.1, category="elementwise", frac=0.9),
+        row("23_Softmax", "level1", eager=1.0, category="softmax", frac=0.5),
+        row("47_Sum", "level1", eager=2.0, category="reduction", frac=0.85),
+        row("94_MSELoss", "level1", correct=False, category="loss"),
+        row("20_Zero", "level1", eager=9.0, category="elementwise", frac=0.1, degenerate=True),
+        row("1_Matmul", "level1", eager=1.0, category="matmul"),
+    ]
+    m = bb.aggregate(rows)["level1_memory_bound"]
+    assert (m["tasks"], m["correct"]) == (4, 3)
+    assert m["correct_pct"] == pytest.approx(75.0)
+    assert m["median_fraction"] == pytest.approx(0.85)
+    assert m["min_fraction"] == pytest.approx(0.5)
+    assert m["at_least_0_80"] == 2
+    assert m["by_category"]["loss"] == {"tasks": 1, "correct": 0}
+
+
+def test_geomean_and_clamp(bb):
+    assert bb.geomean([]) is None
+    assert bb.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert bb.clamped_speedup({"correct": True, "speedup_eager": 0.3}, "speedup_eager") == 1.0
+    assert bb.clamped_speedup({"correct": False, "speedup_eager": 3.0}, "speedup_eager") == 1.0
+    assert bb.clamped_speedup({"correct": True, "speedup_eager": 3.0}, "speedup_eager") == 3.0
+
+
+TINY_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(features, features))  # not counted
+    def forward(self, x, idx, n):
+        return torch.relu(x).sum(dim=1), idx * 2
+
+def get_inputs():
+    return [torch.rand(8, 16, dtype=torch.float16), torch.randint(0, 4, (5,)), 3]
+
+def get_init_inputs():
+    return [1024]
+"""
+
+
+def test_estimate_bytes_on_meta(bb, tmp_path):
+    f = tmp_path / "level1" / "19_Tiny.py"
+    f.parent.mkdir()
+    f.write_text(TINY_TASK)
+    bytes_in, bytes_out, err = bb.estimate_bytes(f)
+    assert err == ""
+    assert bytes_in == 8 * 16 * 2 + 5 * 8
+    assert bytes_out == 8 * 2 + 5 * 8
+    assert bb.level_of(f) == "level1"
+
+
+def test_estimate_bytes_forward_not_on_meta(bb, tmp_path):
+    f = tmp_path / "t.py"
+    f.write_text(TINY_TASK.replace("return torch.relu(x).sum(dim=1), idx * 2", "return x * x.sum().item()"))
+    bytes_in, bytes_out, err = bb.estimate_bytes(f)
+    assert bytes_in == 8 * 16 * 2 + 5 * 8
+    assert bytes_out is None and "meta" in err
+    assert bb.output_bytes_from_shapes([{"shape": [8, 16], "dtype": "float16"}, {"shape": [], "dtype": "float32"}]) \
+        == 8 * 16 * 2 + 4
+
+
+def test_bandwidth_fraction(bb):
+    r = {"bytes": 2e9, "runtime_ms": 1.0, "memory_bound": True}
+    bb.add_bandwidth(r, 4e12)
+    assert r["achieved_gbs"] == pytest.approx(2000.0)
+    assert r["bw_fraction"] == pytest.approx(0.5)
+    r = {"bytes": 2e9, "runtime_ms": 1.0, "memory_bound": False}
+    assert bb.add_bandwidth(r, 4e12)["bw_fraction"] is None
+    assert bb.add_bandwidth({"bytes": 1, "runtime_ms": None, "memory_bound": True}, 4e12)["bw_fraction"] is None
+
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE verdicts (task TEXT NOT NULL, cand_hash TEXT NOT NULL, verdict TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE trees (task TEXT PRIMARY KEY, tree TEXT NOT NULL, updated REAL NOT NULL);
+CREATE TABLE tasks (task TEXT PRIMARY KEY, status TEXT NOT NULL, summary TEXT NOT NULL, updated REAL NOT NULL);
+"""
+
+
+def node(i, status, error="", correct=False, reward=0.0, speedup=0.0):
+    return {"id": i, "kind": "root" if i == 0 else "large", "reward": reward,
+            "outcome": {"status": status, "error": error, "correct": correct, "speedup": speedup}}
+
+
+def test_rows_from_a_run_folder(bb, tmp_path):
+    """summary.json first, then run.sqlite; a task in neither is 'no result'."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"tasks": [
+        {"task": "19_ReLU", "status": "found", "best_node": 2, "runtime_ms": 0.5, "speedup": {"eager": 1.2,
+         "compile": 0.9}, "baseline_ms": {"eager": 0.6, "compile": 0.45}, "flags": [], "device": "NVIDIA H200"},
+        {"task": "23_Softmax", "status": "none", "best_node": -1, "steps": 3},
+        {"task": "7_DataDep", "status": "stopped: cannot trace: TraceError: control flow", "best_node": -1},
+        {"task": "20_Zero", "status": "found", "best_node": 1, "runtime_ms": 0.1, "speedup": {"eager": 5.0},
+         "flags": ["degenerate_task", "degenerate:zero_output_passes"]},
+    ]}))
+    con = sqlite3.connect(out / "run.sqlite")
+    con.executescript(SCHEMA)
+    tree = {"nodes": [node(0, ""), node(1, "no_candidate", "builtin: nothing to fuse: every operator stays"),
+                      node(2, "no_candidate", "builtin: every plan has been proposed")]}
+    con.execute("INSERT INTO trees VALUES (?, ?, 0)", ("23_Softmax", json.dumps(tree)))
+    tree = {"nodes": [node(0, ""), node(1, "compile_error", "Traceback (most recent call last):\n  x\nNameError: y", reward=0.0),
+                      node(2, "mismatch", "max abs error 3.2 > 1e-5\nmore", reward=0.1)]}
+    con.execute("INSERT INTO trees VALUES (?, ?, 0)", ("36_RMSNorm", json.dumps(tree)))
+    con.execute("INSERT INTO tasks VALUES (?, ?, ?, 0)", ("36_RMSNorm", "none", json.dumps(
+        {"task": "36_RMSNorm", "status": "none", "best_node": -1})))
+    con.execute("INSERT INTO verdicts VALUES (?, ?, ?, 0)", ("36_RMSNorm", "h", json.dumps(
+        {"status": "mismatch", "task": {"degenerate": [], "outputs": [{"shape": [4], "dtype": "float32"}]},
+         "env": {"torch": "2.9.0", "triton": "3.5.0"}, "baseline_ms": {"eager": 1.0}})))
+    con.commit()
+    con.close()
+
+    summary = bb.read_summary(out)
+    store, _ = bb.read_store(out)
+    rows = {n: bb.task_row(n, tmp_path / "level1" / (n + ".py"), summary.get(n), store.get(n))
+            for n in ["19_ReLU", "23_Softmax", "7_DataDep", "20_Zero", "36_RMSNorm", "40_LayerNorm"]}
+    r = rows["19_ReLU"]
+    assert r["correct"] and r["speedup_eager"] == 1.2 and r["speedup_compile"] == 0.9 and r["level"] == "level1"
+    assert r["degenerate"] is False and r["source"] == "summary.json"
+    assert rows["23_Softmax"]["reason"] == "nothing to fuse: every operator stays"
+    assert rows["23_Softmax"]["degenerate"] is None
+    assert rows["7_DataDep"]["reason"] == "cannot trace: TraceError: control flow"
+    assert rows["20_Zero"]["degenerate"] is True and rows["20_Zero"]["degenerate_kinds"] == ["zero_output_passes"]
+    r = rows["36_RMSNorm"]
+    assert r["source"] == "run.sqlite" and not r["correct"]
+    assert r["reason"] == "mismatch: max abs error 3.2 > 1e-5"
+    assert r["degenerate"] is False and r["baseline_eager_ms"] == 1.0
+    assert r["_verdict_outputs"] == [{"shape": [4], "dtype": "float32"}]
+    assert rows["40_LayerNorm"]["reason"] == "no result (run cut short?)"
+    assert not rows["40_LayerNorm"]["correct"]
+    info = bb.env_info(store, list(rows.values()), "cpu")
+    assert info["torch"] == "2.9.0" and info["triton"] == "3.5.0"
+    # Every row prints on one line.
+    for r in rows.values():
+        assert "\n" not in bb.format_row(r)
+
+
+def test_first_line(bb):
+    assert bb.first_line("Traceback (most recent call last):\n  File x\nValueError: bad") == "ValueError: bad"
+    assert bb.first_line("\n\nfirst\nsecond") == "first"
+    assert bb.first_line("") == ""
+    assert len(bb.first_line("x" * 500)) == 200
+
+
+def test_resolve_spec_and_merge(bb, tmp_path):
+    for lv, names in [("level1", ["2_B.py", "10_C.py", "_skip.py"]), ("level2", ["1_A.py"])]:
+        (tmp_path / lv).mkdir()
+        for n in names:
+            (tmp_path / lv / n).write_text("x")
+    assert [f.name for f in bb.resolve_spec(str(tmp_path / "level1"))] == ["2_B.py", "10_C.py"]
+    assert [f.name for f in bb.resolve_spec(str(tmp_path / "level1" / "10"))] == ["10_C.py"]
+    assert [f.name for f in bb.resolve_spec("kernelbench:%s:2:1" % tmp_path)] == ["1_A.py"]
+    out = tmp_path / "out"
+    spec, files = bb.prepare_tasks([str(tmp_path / "level1"), str(tmp_path / "level2")], out)
+    assert spec == str(out / "_tasks")
+    assert sorted(p.name for p in (out / "_tasks").glob("*.py")) == ["10_C.py", "1_A.py", "2_B.py"]
+    assert {bb.level_of(out / "_tasks" / "1_A.py"), bb.level_of(out / "_tasks" / "2_B.py")} == {"level1", "level2"}
+    assert len(files) == 3
+    spec, _ = bb.prepare_tasks([str(tmp_path / "level1")], out)
+    assert spec == str(tmp_path / "level1")
+    (tmp_path / "level2" / "2_B.py").write_text("y")
+    with pytest.raises(SystemExit):
+        bb.prepare_tasks([str(tmp_path / "level1"), str(tmp_path / "level2")], out)
+
+
+def test_store_newer_than_summary_wins(bb, tmp_path):
+    """A resumed run cut short leaves the earlier summary.json; the store's newer task result wins."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"tasks": [
+        {"task": "19_ReLU", "status": "found", "best_node": 1, "runtime_ms": 2.0, "speedup": {"eager": 1.0}}]}))
+    con = sqlite3.connect(out / "run.sqlite")
+    con.executescript(SCHEMA)
+    con.execute("INSERT INTO tasks VALUES (?, ?, ?, ?)", ("19_ReLU", "found", json.dumps(
+        {"task": "19_ReLU", "status": "found", "best_node": 4, "runtime_ms": 1.0, "speedup": {"eager": 2.0}}),
+        (out / "summary.json").stat().st_mtime + 100))
+    con.commit()
+    con.close()
+    summary = bb.read_summary(out)
+    store, _ = bb.read_store(out)
+    r = bb.task_row("19_ReLU", tmp_path / "19_ReLU.py", summary.get("19_ReLU"), store.get("19_ReLU"))
+    assert r["source"] == "run.sqlite" and r["runtime_ms"] == 1.0 and r["speedup_eager"] == 2.0
+
+
+def test_main_report_only(bb, tmp_path, capsys):
+    """--report-only over a run folder: one line per task, the aggregates, the JSON lines file."""
+    (tmp_path / "level1").mkdir()
+    task = tmp_path / "level1" / "19_ReLU.py"
+    task.write_text(TINY_TASK.replace("torch.relu(x).sum(dim=1), idx * 2", "torch.relu(x)"))
+    (tmp_path / "level1" / "23_Softmax.py").write_text(TINY_TASK)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"tasks": [
+        {"task": "19_ReLU", "status": "found", "best_node": 1, "runtime_ms": 0.001, "speedup": {"eager": 3.0},
+         "flags": [], "device": "cpu"}]}))
+    rc = bb.main([str(tmp_path / "level1"), "--out", str(out), "--device", "cpu", "--report-only",
+                  "--no-degenerate-check", "--bin", str(tmp_path / "none")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "no result (run cut short?)" in text
+    assert "level1   correct 1/2 = 50.0%" in text and "vs eager 1.732x" in text
+    rows = [json.loads(l) for l in (out / "bench_builtin.jsonl").read_text().splitlines()]
+    assert [r["task"] for r in rows] == ["19_ReLU", "23_Softmax"]
+    assert rows[0]["bytes"] == 2 * 8 * 16 * 2 + 5 * 8 and rows[0]["bw_fraction"] is None
+    agg = json.loads((out / "bench_builtin_summary.json").read_text())
+    assert agg["aggregates"]["level1_memory_bound"]["correct"] == 1
