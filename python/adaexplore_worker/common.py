@@ -93,9 +93,24 @@ DTYPES = {
 
 
 def write_raw(t, path):
-    """Plain bytes, no pickle: the trusted side reads them with a known dtype and shape."""
-    flat = t.detach().contiguous().reshape(-1).cpu()
-    flat.view(torch.uint8).numpy().tofile(path)
+    """Plain bytes, no pickle: the trusted side reads them with a known dtype and shape.
+
+    The file is sized first and mapped, and the tensor is copied straight into
+    the mapping (one device-to-host copy, no intermediate host buffer): outputs
+    of KernelBench tasks reach a gigabyte, and this is on every trial's path.
+    """
+    flat = t.detach().contiguous().reshape(-1)
+    nbytes = flat.numel() * flat.element_size()
+    with open(path, "wb") as f:
+        f.truncate(nbytes)
+    if nbytes == 0:
+        return
+    dst = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
+    if flat.dtype == torch.bool:
+        dst.copy_(flat.view(torch.uint8))
+    else:
+        dst.view(flat.dtype).copy_(flat)
+    del dst
 
 
 def read_raw(path, dtype_name, shape):
@@ -110,7 +125,14 @@ def read_raw(path, dtype_name, shape):
         raise ValueError("output file holds %d bytes, expected %d" % (os.path.getsize(path), nbytes))
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
-    raw = torch.from_file(path, shared=False, size=nbytes, dtype=torch.uint8)
+    # Mapped read-only, not read: the caller copies it to the device (or clones it).
+    import warnings
+
+    import numpy as np
+    arr = np.memmap(path, dtype=np.uint8, mode="r", shape=(nbytes,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "not writable": nothing writes through this view
+        raw = torch.from_numpy(arr)
     return raw.view(dtype).reshape(shape)
 
 

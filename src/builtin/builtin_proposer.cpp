@@ -14,6 +14,7 @@ const int kWarps[] = {1, 2, 4, 8, 16};
 
 std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
+  if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -47,6 +48,17 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   Plan single;
   single.singleton = true;
   plans.push_back(single);
+  const size_t nred = FormReductions(graph_, Plan()).size();
+  if (nred > 0) {
+    // Reduction strategy: one pass per program over whole rows (no split), or
+    // the library's own reductions with only the elementwise kernels fused.
+    Plan whole;
+    for (size_t k = 0; k < nred; ++k) whole.red.push_back({0, 0, 0, 1});
+    plans.push_back(whole);
+    Plan lib;
+    lib.library_reductions = true;
+    plans.push_back(lib);
+  }
   // Larger blocks for the maximal plan: a different work split per program.
   for (int b : {4096, 256}) {
     Plan p;
@@ -88,7 +100,7 @@ Proposal BuiltinProposer::Large(const std::string& why) {
 Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_verdict) {
   Proposal p;
   std::string error;
-  int n = std::max(1, static_cast<int>(FormGroups(graph_, parent.Fusion()).size()));
+  int n = static_cast<int>(FormGroups(graph_, parent.Fusion()).size());
   // Neighbours first (one knob, one step), kernel by kernel; then further values.
   for (int dist = 1; dist <= 6; ++dist) {
     for (int k = 0; k < n; ++k) {
@@ -110,6 +122,43 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
         if (TryPlan(q, &p, &error)) {
           p.note = "builtin: kernel " + std::to_string(k) + " BLOCK " + std::to_string(cur.block) + "->" +
                    std::to_string(c.block) + ", warps " + std::to_string(cur.warps) + "->" + std::to_string(c.warps);
+          return p;
+        }
+      }
+    }
+  }
+  // Reductions: BLOCK_R, BLOCK_M, warps, split, each doubled or halved.
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(graph_, parent);
+  for (int dist = 1; dist <= 3; ++dist) {
+    for (size_t k = 0; k < reds.size(); ++k) {
+      RedSchedule cur = ResolveSchedule(reds[k].second, parent.RedFor(k));
+      const int f = 1 << dist;
+      std::vector<std::pair<std::string, RedSchedule>> cands;
+      for (int up : {1, 0}) {
+        RedSchedule c = cur;
+        c.block_r = up ? cur.block_r * f : std::max(16, cur.block_r / f);
+        cands.push_back({"BLOCK_R", c});
+        c = cur;
+        c.block_m = up ? std::min(256, cur.block_m * f) : std::max(1, cur.block_m / f);
+        cands.push_back({"BLOCK_M", c});
+        c = cur;
+        c.warps = up ? std::min(16, cur.warps * f) : std::max(1, cur.warps / f);
+        cands.push_back({"warps", c});
+        if (reds[k].second.kind != "softmax" && reds[k].second.kind != "log_softmax" &&
+            reds[k].second.kind != "logsumexp") {
+          c = cur;
+          c.split = up ? std::min(1024, cur.split * f) : std::max(1, cur.split / f);
+          cands.push_back({"split", c});
+        }
+      }
+      for (const auto& [knob, c] : cands) {
+        if (static_cast<int64_t>(c.block_m) * c.block_r > 16384) continue;
+        Plan q = parent;
+        q.red.resize(std::max(q.red.size(), reds.size()));
+        for (size_t j = 0; j < reds.size(); ++j) q.red[j] = ResolveSchedule(reds[j].second, parent.RedFor(j));
+        q.red[k] = c;
+        if (TryPlan(q, &p, &error)) {
+          p.note = "builtin: reduction " + std::to_string(k) + " (" + reds[k].second.kind + ") " + knob + " changed";
           return p;
         }
       }

@@ -19,7 +19,14 @@ FusionOptions Plan::Fusion() const {
 json Plan::ToJson() const {
   json s = json::array();
   for (const auto& k : sched) s.push_back({k.block, k.warps});
-  return {{"v", 1}, {"singleton", singleton}, {"cuts", cuts}, {"sched", s}};
+  json j = {{"v", 1}, {"singleton", singleton}, {"cuts", cuts}, {"sched", s}};
+  if (library_reductions) j["libred"] = true;
+  if (!red.empty()) {
+    json r = json::array();
+    for (const auto& k : red) r.push_back({k.block_r, k.block_m, k.warps, k.split});
+    j["red"] = r;
+  }
+  return j;
 }
 
 Status Plan::FromJson(const json& j, Plan* out) {
@@ -36,6 +43,16 @@ Status Plan::FromJson(const json& j, Plan* out) {
         return Status::Error("plan has a bad schedule");
       }
       p.sched.push_back(s);
+    }
+    p.library_reductions = j.value("libred", false);
+    for (const auto& k : j.value("red", json::array())) {
+      RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>()};
+      auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
+      if (!pow2_or_auto(r.block_r) || !pow2_or_auto(r.block_m) || r.warps < 0 || r.warps > 32 || r.split < 0 ||
+          r.split > 4096) {
+        return Status::Error("plan has a bad reduction schedule");
+      }
+      p.red.push_back(r);
     }
     *out = std::move(p);
     return Status::Ok();
@@ -264,7 +281,7 @@ std::string BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vect
     }
     inner *= shape[k];
   }
-  if (runs.empty()) return "0";
+  if (runs.empty()) return "offs * 0";  // a single value, loaded as a block
   std::string e;
   const int64_t total = inner;
   for (const auto& r : runs) {
@@ -353,14 +370,31 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
 
 }  // namespace
 
+std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan) {
+  std::vector<std::pair<int, RedOp>> out;
+  if (plan.library_reductions) return out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    RedOp op;
+    if (ClassifyReduction(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
+  }
+  return out;
+}
+
 Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
                 int* kernels) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
-  if (kernels) *kernels = static_cast<int>(groups.size());
-  if (groups.empty()) return Status::Error("nothing to fuse: every operator stays a library call");
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
+  if (kernels) *kernels = static_cast<int>(groups.size() + reds.size());
+  if (groups.empty() && reds.empty()) return Status::Error("nothing to fuse: every operator stays a library call");
   Plan written = plan;
   written.sched.resize(groups.size());
   for (size_t k = 0; k < groups.size(); ++k) written.sched[k] = plan.For(k);
+  written.red.resize(reds.size());
+  std::map<int, size_t> red_of;  // node -> reduction index
+  for (size_t k = 0; k < reds.size(); ++k) {
+    written.red[k] = plan.RedFor(k);
+    red_of[reds[k].first] = k;
+  }
 
   std::map<int, size_t> last_of;  // the last node of a group -> the group
   std::set<int> fused;
@@ -372,6 +406,10 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   std::string kernel_src;
   for (size_t k = 0; k < groups.size(); ++k) {
     Status st = EmitGroup(g, groups[k], k, written.For(k), &kernel_src);
+    if (!st.ok()) return st;
+  }
+  for (size_t k = 0; k < reds.size(); ++k) {
+    Status st = EmitReduction(reds[k].second, k, written.RedFor(k), &kernel_src);
     if (!st.ok()) return st;
   }
 
@@ -395,6 +433,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       continue;
     }
     if (fused.count(static_cast<int>(i))) continue;
+    if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
+      const RedOp& op = reds[it->second].second;
+      body << "        " << v << " = _ax_red" << it->second << "(" << Var(op.input);
+      if (op.kind == "norm") body << ", " << AttrExpr(op.module);
+      body << ")\n";
+      continue;
+    }
     std::string args;
     Status st;
     if (n.op == "get_attr") {

@@ -15,6 +15,7 @@
 
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
+#include "builtin/reduce.h"
 #include "common/status.h"
 
 namespace ax::builtin {
@@ -29,6 +30,9 @@ struct Plan {
   bool singleton = false;           // one kernel per operator
   std::vector<std::string> cuts;    // fusion boundaries: a kernel ends after these nodes
   std::vector<KernelSchedule> sched;  // per kernel, in order; missing entries take the default
+  bool library_reductions = false;  // reductions and norms stay PyTorch calls
+  std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
+  RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }
 
   FusionOptions Fusion() const;
   nlohmann::json ToJson() const;
@@ -37,6 +41,9 @@ struct Plan {
 };
 
 inline constexpr const char* kPlanMarker = "# adaexplore-plan: ";
+
+// The reductions and normalisations generated under plan: (node index, operator).
+std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan);
 
 // The source of ModelNew for graph under plan; *kernels says how many Triton
 // kernels it launches (an error when there would be none: nothing to fuse).

@@ -162,6 +162,8 @@ TEST_F(BuiltinJudge, UntraceableTaskIsDeclined) {
 TEST_F(BuiltinJudge, BiasReluScalePasses) { AllPlansPass("examples/tasks/1_BiasReLUScale.py", 1); }
 TEST_F(BuiltinJudge, LinearGeluScalePasses) { AllPlansPass("tests/corpus/builtin/linear_gelu_scale.py", 1); }
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
+TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
+TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
 }

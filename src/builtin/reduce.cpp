@@ -1,0 +1,528 @@
+#include "builtin/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace ax::builtin {
+
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kF32 = "torch.float32";
+
+int64_t Prod(const std::vector<int64_t>& s, size_t a, size_t b) {
+  int64_t p = 1;
+  for (size_t i = a; i < b; ++i) p *= s[i];
+  return p;
+}
+
+int64_t Pow2Ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool IntValue(const json* a, int64_t* v) {
+  if (!a || !a->is_object() || !a->contains("value")) return false;
+  const json& x = (*a)["value"];
+  if (!x.is_number_integer()) return false;
+  *v = x.get<int64_t>();
+  return true;
+}
+
+bool IsNoneArg(const json* a) { return !a || (a->is_object() && a->value("repr", "") == "None"); }
+
+// dim: an int, a tuple/list of ints, or None/absent (all dimensions).
+bool Dims(const json* a, size_t rank, bool absent_is_all, std::vector<int>* out) {
+  std::vector<int> d;
+  if (IsNoneArg(a)) {
+    if (!absent_is_all) return false;
+    for (size_t i = 0; i < rank; ++i) d.push_back(static_cast<int>(i));
+  } else if (a->contains("tuple") || a->contains("list")) {
+    const json& items = a->contains("tuple") ? (*a)["tuple"] : (*a)["list"];
+    if (items.empty()) {
+      if (!absent_is_all) return false;
+      for (size_t i = 0; i < rank; ++i) d.push_back(static_cast<int>(i));
+    }
+    for (const auto& x : items) {
+      int64_t v;
+      if (!IntValue(&x, &v)) return false;
+      d.push_back(static_cast<int>(v));
+    }
+  } else {
+    int64_t v;
+    if (!IntValue(a, &v)) return false;
+    d.push_back(static_cast<int>(v));
+  }
+  for (auto& x : d) {
+    if (x < 0) x += static_cast<int>(rank);
+    if (x < 0 || x >= static_cast<int>(rank)) return false;
+  }
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  *out = d;
+  return true;
+}
+
+bool OnlyKw(const Node& n, const std::set<std::string>& allowed) {
+  for (const auto& [k, v] : n.kwargs.items()) {
+    if (!allowed.count(k)) return false;
+  }
+  return true;
+}
+
+// The float32 tensor node read as argument 0.
+const Node* Input(const Graph& g, const Node& n) {
+  const json* a = n.Arg(0, "input");
+  if (!a || !a->is_object() || !a->contains("node")) return nullptr;
+  const Node* src = g.Find((*a)["node"].get<std::string>());
+  if (!src || !src->is_tensor || src->dtype != kF32 || src->shape.empty()) return nullptr;
+  return src;
+}
+
+std::string Shape(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string Lit(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string I(int64_t v) { return std::to_string(v); }
+
+// Replaces every {KEY} in t.
+std::string Fill(std::string t, const std::map<std::string, std::string>& kv) {
+  for (const auto& [k, v] : kv) {
+    std::string key = "{" + k + "}";
+    for (size_t p = t.find(key); p != std::string::npos; p = t.find(key, p + v.size())) t.replace(p, key.size(), v);
+  }
+  return t;
+}
+
+// Python expressions of the address formula over row2 ([BLOCK_M, 1]) and r ([1, BLOCK_R]).
+std::string BaseExpr(const Geometry& g) {
+  std::string a, b;
+  if (g.RD == 1) return g.S1 == 1 ? "row2" : "row2 * " + I(g.S1);
+  if (g.RD >= g.rows) return g.S2 == 1 ? "row2" : "row2 * " + I(g.S2);
+  a = "(row2 // " + I(g.RD) + ") * " + I(g.S1);
+  b = "(row2 % " + I(g.RD) + ")" + (g.S2 == 1 ? "" : " * " + I(g.S2));
+  return a + " + " + b;
+}
+
+std::string OffExpr(const Geometry& g) {
+  if (g.IN == 1) return g.S3 == 1 ? "r" : "r * " + I(g.S3);
+  if (g.IN >= g.R) return "r";
+  return "(r // " + I(g.IN) + ") * " + I(g.S3) + " + (r % " + I(g.IN) + ")";
+}
+
+bool RContiguous(const Geometry& g) { return (g.IN == 1 && g.S3 == 1) || g.IN >= 64; }
+
+}  // namespace
+
+bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& reduced, Geometry* out) {
+  std::set<int> red(reduced.begin(), reduced.end());
+  // Dimensions of size 1 go either way; the others must split into K* R* K*
+  // (one reduced block) or R* K* R* (one kept block).
+  std::vector<std::pair<int64_t, bool>> dims;  // (size, reduced)
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 1) dims.push_back({shape[i], red.count(static_cast<int>(i)) > 0});
+  }
+  bool any_red = false;
+  for (auto& d : dims) any_red = any_red || d.second;
+  if (!any_red) return false;
+  auto runs = [&](bool first) {
+    std::vector<int64_t> p = {1};
+    bool cur = first;
+    for (auto& d : dims) {
+      if (d.second != cur) {
+        p.push_back(1);
+        cur = d.second;
+      }
+      p.back() *= d.first;
+    }
+    return p;
+  };
+  // Pattern K R K: start with kept.
+  std::vector<int64_t> p = runs(false);
+  Geometry g;
+  if (p.size() <= 3) {
+    int64_t O = p[0], Rr = p.size() > 1 ? p[1] : 1, In = p.size() > 2 ? p[2] : 1;
+    g.rows = O * In;
+    g.R = Rr;
+    g.RD = In;
+    g.S1 = Rr * In;
+    g.S2 = 1;
+    g.IN = 1;
+    g.S3 = In;
+    *out = g;
+    return true;
+  }
+  p = runs(true);
+  if (p.size() <= 3) {
+    int64_t O = p[0], K = p.size() > 1 ? p[1] : 1, In = p.size() > 2 ? p[2] : 1;
+    g.rows = K;
+    g.R = O * In;
+    g.RD = K;
+    g.S1 = 0;
+    g.S2 = In;
+    g.IN = In;
+    g.S3 = K * In;
+    *out = g;
+    return true;
+  }
+  return false;
+}
+
+bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
+  if (!n.is_tensor || n.dtype != kF32) return false;
+  RedOp op;
+  op.out_shape = n.shape;
+  if (n.op == "call_module") {
+    const std::string cls = n.ModuleClass();
+    const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+    const json& params = n.module.contains("params") ? n.module["params"] : json::object();
+    if (n.args.size() != 1 || !n.kwargs.empty()) return false;
+    const Node* x = Input(g, n);
+    if (!x || x->shape != n.shape) return false;
+    op.input = x->name;
+    op.in_shape = x->shape;
+    op.module = n.target;
+    const size_t rank = x->shape.size();
+    if (cls == "Softmax" || cls == "LogSoftmax") {
+      int64_t d;
+      if (!attrs.contains("dim") || !attrs["dim"].is_number_integer()) return false;
+      d = attrs["dim"].get<int64_t>();
+      if (d < 0) d += static_cast<int64_t>(rank);
+      if (d < 0 || d >= static_cast<int64_t>(rank)) return false;
+      op.kind = cls == "Softmax" ? "softmax" : "log_softmax";
+      op.module.clear();
+      if (!MakeGeometry(x->shape, {static_cast<int>(d)}, &op.geo)) return false;
+      *out = op;
+      return true;
+    }
+    op.kind = "norm";
+    op.norm_class = cls;
+    op.eps = attrs.value("eps", 1e-5);
+    const bool training = attrs.value("training", true);
+    const int64_t N = x->shape[0];
+    if (cls == "LayerNorm") {
+      auto ns = attrs.value("normalized_shape", std::vector<int64_t>{});
+      if (ns.empty() || ns.size() > rank) return false;
+      for (size_t i = 0; i < ns.size(); ++i) {
+        if (ns[i] != x->shape[rank - ns.size() + i]) return false;
+      }
+      std::vector<int> red;
+      for (size_t i = rank - ns.size(); i < rank; ++i) red.push_back(static_cast<int>(i));
+      int64_t R = Prod(x->shape, rank - ns.size(), rank);
+      op.geo = Geometry{Prod(x->shape, 0, rank - ns.size()), R, 1, R, 0, 1, 1};
+      op.affine = params.contains("weight");
+      op.ch_div = 1;
+      op.ch_mod = R;
+      op.row_div = R;
+      op.row_mod = op.geo.rows;
+      *out = op;
+      return true;
+    }
+    if (rank < 2) return false;
+    const int64_t C = x->shape[1], S = Prod(x->shape, 2, rank);
+    op.ch_div = S;
+    op.ch_mod = C;
+    if (cls == "GroupNorm" || cls.rfind("InstanceNorm", 0) == 0) {
+      int64_t G = C;
+      if (cls == "GroupNorm") {
+        G = attrs.value("num_groups", int64_t{0});
+        if (G <= 0 || C % G) return false;
+        op.affine = params.contains("weight");
+      } else {
+        // Instance norm with running statistics tracked is not generated.
+        if (attrs.value("track_running_stats", false)) return false;
+        op.affine = params.contains("weight");
+      }
+      int64_t R = (C / G) * S;
+      op.geo = Geometry{N * G, R, 1, R, 0, 1, 1};
+      op.row_div = R;
+      op.row_mod = N * G;
+      *out = op;
+      return true;
+    }
+    if (cls.rfind("BatchNorm", 0) == 0) {
+      // Training-mode statistics (KernelBench builds models in training mode);
+      // evaluation with running statistics stays a library call.
+      if (!training) return false;
+      op.affine = params.contains("weight");
+      op.running_stats = attrs.value("track_running_stats", true);
+      if (attrs.contains("momentum") && attrs["momentum"].is_number()) op.momentum = attrs["momentum"].get<double>();
+      else op.momentum = -1.0;  // None: cumulative average
+      op.geo = Geometry{C, N * S, C, 0, S, S, C * S};
+      op.row_div = S;
+      op.row_mod = C;
+      *out = op;
+      return true;
+    }
+    return false;
+  }
+  std::string fn;
+  if (n.op == "call_function") {
+    const std::string& c = n.callable;
+    if (c.rfind("torch.", 0) != 0 || c.rfind("torch.Tensor.", 0) == 0) return false;
+  } else if (n.op != "call_method") {
+    return false;
+  }
+  fn = n.target;
+  static const std::set<std::string> kKinds = {"sum", "mean", "amax", "amin", "logsumexp", "softmax", "log_softmax"};
+  if (!kKinds.count(fn)) return false;
+  const Node* x = Input(g, n);
+  if (!x) return false;
+  op.input = x->name;
+  op.in_shape = x->shape;
+  op.kind = fn;
+  const size_t rank = x->shape.size();
+  std::vector<int> dims;
+  if (fn == "softmax" || fn == "log_softmax") {
+    if (!OnlyKw(n, {"dim", "_stacklevel", "dtype", "input"})) return false;
+    if (n.kwargs.contains("dtype") && !IsNoneArg(&n.kwargs["dtype"])) return false;
+    if (n.args.size() > 3) return false;
+    if (n.args.size() == 3 && !IsNoneArg(&n.args[2]) && !n.args[2].contains("value")) return false;
+    if (!Dims(n.Arg(1, "dim"), rank, false, &dims) || dims.size() != 1) return false;
+  } else {
+    if (!OnlyKw(n, {"dim", "keepdim", "dtype", "input"})) return false;
+    if (n.kwargs.contains("dtype") && !IsNoneArg(&n.kwargs["dtype"])) return false;
+    if (n.args.size() > 3) return false;
+    bool all_ok = fn != "logsumexp";
+    if (!Dims(n.Arg(1, "dim"), rank, all_ok, &dims)) return false;
+  }
+  if (!MakeGeometry(x->shape, dims, &op.geo)) return false;
+  int64_t out_numel = 1;
+  for (auto s : n.shape) out_numel *= s;
+  bool same = op.kind == "softmax" || op.kind == "log_softmax";
+  if (out_numel != (same ? op.geo.numel() : op.geo.rows)) return false;
+  *out = op;
+  return true;
+}
+
+RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
+  RedSchedule s = want;
+  const Geometry& g = op.geo;
+  const bool rc = RContiguous(g);
+  const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ? 2048 : 4096;
+  if (s.block_r <= 0) s.block_r = static_cast<int>(rc ? std::min(Pow2Ceil(g.R), cap) : std::min<int64_t>(Pow2Ceil(g.R), 32));
+  if (s.block_m <= 0) {
+    int64_t m = rc ? std::max<int64_t>(1, 4096 / s.block_r) : 64;
+    s.block_m = static_cast<int>(std::min({m, Pow2Ceil(g.rows), int64_t{64}}));
+  }
+  while (static_cast<int64_t>(s.block_m) * s.block_r > 16384 && s.block_r > 16) s.block_r /= 2;
+  if (s.warps <= 0) s.warps = static_cast<int64_t>(s.block_m) * s.block_r >= 4096 ? 8 : 4;
+  const bool splittable = op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin" ||
+                          op.kind == "norm";
+  if (!splittable) {
+    s.split = 1;
+  } else if (s.split <= 0) {
+    int64_t programs = CeilDiv(g.rows, s.block_m);
+    int64_t sp = 1;
+    if (programs < 264 && g.R >= 8 * s.block_r) {
+      sp = std::min(CeilDiv(528, programs), CeilDiv(g.R, 4 * s.block_r));
+    }
+    s.split = static_cast<int>(std::clamp<int64_t>(sp, 1, 1024));
+  }
+  s.split = static_cast<int>(std::clamp<int64_t>(s.split, 1, std::max<int64_t>(1, CeilDiv(g.R, s.block_r))));
+  return s;
+}
+
+Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src) {
+  const Geometry& g = op.geo;
+  RedSchedule s = ResolveSchedule(op, want);
+  const bool big = g.numel() >= (int64_t{1} << 31) - (int64_t{1} << 20);
+  const int64_t chunk = CeilDiv(CeilDiv(g.R, s.split), s.block_r) * s.block_r;
+  std::map<std::string, std::string> kv = {
+      {"K", I(static_cast<int64_t>(k))}, {"ROWS", I(g.rows)}, {"R", I(g.R)}, {"CHUNK", I(chunk)},
+      {"SPLIT", I(s.split)}, {"BM", I(s.block_m)}, {"BR", I(s.block_r)}, {"W", I(s.warps)},
+      {"BASE", BaseExpr(g)}, {"OFF", OffExpr(g)}, {"IN_SHAPE", Shape(op.in_shape)},
+      {"OUT_SHAPE", Shape(op.out_shape)}, {"KIND", op.kind}, {"CAST", big ? ".to(tl.int64)" : ""},
+      {"NUMEL", I(g.numel())}};
+  std::ostringstream o;
+  const std::string head = R"(@triton.jit
+def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)){CAST}
+    row2 = rows[:, None]
+    rmask = row2 < {ROWS}
+    base = {BASE}
+)";
+  if (op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin") {
+    std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
+    std::string combine = op.kind == "amax" ? "tl.maximum(acc, v)" : op.kind == "amin" ? "tl.minimum(acc, v)" : "acc + v";
+    std::string reduce = op.kind == "amax" ? "tl.max" : op.kind == "amin" ? "tl.min" : "tl.sum";
+    std::string post = op.kind == "mean" && s.split == 1 ? " / " + Lit(static_cast<double>(g.R)) : "";
+    std::string merge = op.kind == "amax" ? "part.amax(0)" : op.kind == "amin" ? "part.amin(0)" : "part.sum(0)";
+    if (op.kind == "mean") merge += " / " + Lit(static_cast<double>(g.R));
+    kv["PARAMS"] = "x, out, ";
+    kv["NEUTRAL"] = neutral;
+    kv["COMBINE"] = combine;
+    kv["REDUCE"] = reduce;
+    kv["POST"] = post;
+    kv["MERGE"] = s.split == 1 ? "part[0]" : merge;
+    o << Fill(head + R"(    lo = tl.program_id(1) * {CHUNK}
+    acc = tl.full([BLOCK_M, BLOCK_R], {NEUTRAL}, tl.float32)
+    for r0 in range(0, {CHUNK}, BLOCK_R):
+        r = (lo + r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        v = tl.load(x + base + {OFF}, mask=m, other={NEUTRAL})
+        acc = {COMBINE}
+    res = {REDUCE}(acc, axis=1){POST}
+    tl.store(out + tl.program_id(1) * {ROWS} + rows, res, mask=rows < {ROWS})
+
+
+def _ax_red{K}(x):
+    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
+    x = x.contiguous()
+    part = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})](x, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return ({MERGE}).reshape({OUT_SHAPE})
+
+
+)", kv);
+  } else if (op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp") {
+    kv["PARAMS"] = "x, out, ";
+    std::string body = head + R"(    m_i = tl.full([BLOCK_M, BLOCK_R], float('-inf'), tl.float32)
+    s_i = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        v = tl.load(x + base + {OFF}, mask=m, other=float('-inf'))
+        m_new = tl.maximum(m_i, v)
+        s_i = tl.where(m_new == float('-inf'), 0.0, s_i * tl.exp(m_i - m_new) + tl.exp(v - m_new))
+        m_i = m_new
+    mx = tl.max(m_i, axis=1)
+    tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
+)";
+    if (op.kind == "logsumexp") {
+      body += R"(    tl.store(out + rows, mx + tl.log(tot), mask=rows < {ROWS})
+
+
+def _ax_red{K}(x):
+    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
+    x = x.contiguous()
+    out = torch.empty({OUT_SHAPE}, device=x.device, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)](x, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return out
+
+
+)";
+    } else {
+      body += op.kind == "softmax" ? "    mx2 = mx[:, None]\n    inv = 1.0 / tot[:, None]\n"
+                                   : "    lt = mx[:, None] + tl.log(tot)[:, None]\n";
+      body += R"(    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        addr = base + {OFF}
+        v = tl.load(x + addr, mask=m, other=0.0)
+        tl.store(out + addr, {Y}, mask=m)
+
+
+def _ax_red{K}(x):
+    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
+    x = x.contiguous()
+    out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)](x, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return out
+
+
+)";
+      kv["Y"] = op.kind == "softmax" ? "tl.exp(v - mx2) * inv" : "v - lt";
+    }
+    o << Fill(body, kv);
+  } else if (op.kind == "norm") {
+    // Statistics: shifted sums (by the row's first element) for a stable
+    // variance in one read; partial sums per split, merged by the launcher.
+    kv["PARAMS"] = "x, p1, p2, shift, ";
+    kv["EPS"] = Lit(op.eps);
+    std::string row_expr = "(offs // " + I(op.row_div) + ")";
+    if (op.row_div * op.row_mod != g.numel()) row_expr = "(" + row_expr + " % " + I(op.row_mod) + ")";
+    if (op.row_div == 1 && op.row_mod == g.numel()) row_expr = "offs";
+    kv["ROWIDX"] = row_expr;
+    std::string ch = "(offs // " + I(op.ch_div) + ") % " + I(op.ch_mod);
+    if (op.ch_div == 1) ch = "offs % " + I(op.ch_mod);
+    kv["CH"] = ch;
+    std::string affine;
+    if (op.affine) affine = "    c = " + ch + "\n    y = y * tl.load(w + c, mask=mask, other=0.0)" +
+                             "\n    if HAS_B:\n        y = y + tl.load(b + c, mask=mask, other=0.0)\n";
+    kv["AFFINE"] = affine;
+    kv["MOD"] = op.module.empty() ? "None" : "mod";
+    const int ablock = 1024;
+    kv["AB"] = I(ablock);
+    o << Fill(head + R"(    k0 = tl.load(x + base, mask=rmask, other=0.0)
+    lo = tl.program_id(1) * {CHUNK}
+    a1 = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
+    a2 = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
+    for r0 in range(0, {CHUNK}, BLOCK_R):
+        r = (lo + r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        v = tl.load(x + base + {OFF}, mask=m, other=0.0)
+        d = tl.where(m, v - k0, 0.0)
+        a1 += d
+        a2 += d * d
+    rm = rows < {ROWS}
+    tl.store(p1 + tl.program_id(1) * {ROWS} + rows, tl.sum(a1, axis=1), mask=rm)
+    tl.store(p2 + tl.program_id(1) * {ROWS} + rows, tl.sum(a2, axis=1), mask=rm)
+    if tl.program_id(1) == 0:
+        tl.store(shift + rows, tl.sum(k0, axis=1), mask=rm)
+
+
+@triton.jit
+def _ax_red{K}_apply(x, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c]
+    offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
+    mask = offs < {NUMEL}
+    row = {ROWIDX}
+    v = tl.load(x + offs, mask=mask, other=0.0)
+    mu = tl.load(mean + row, mask=mask, other=0.0)
+    va = tl.load(var + row, mask=mask, other=1.0)
+    y = (v - mu) / tl.sqrt(va + {EPS})
+{AFFINE}    tl.store(out + offs, y, mask=mask)
+
+
+def _ax_red{K}(x, mod):
+    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
+    x = x.contiguous()
+    p1 = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
+    p2 = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
+    shift = torch.empty(({ROWS},), device=x.device, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})](x, p1, p2, shift, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    md = p1.sum(0) / {R}.0
+    var = torch.clamp_min(p2.sum(0) / {R}.0 - md * md, 0.0)
+    mean = shift + md
+    out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
+    w = mod.weight if getattr(mod, "weight", None) is not None else x
+    b = mod.bias if getattr(mod, "bias", None) is not None else x
+    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)](x, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK={AB}, num_warps=4)
+)", kv);
+    if (op.running_stats) {
+      o << Fill(R"(    if mod.training and mod.track_running_stats:
+        with torch.no_grad():
+            mod.num_batches_tracked.add_(1)
+            f = (1.0 / float(mod.num_batches_tracked)) if mod.momentum is None else mod.momentum
+            mod.running_mean.mul_(1.0 - f).add_(mean, alpha=f)
+            mod.running_var.mul_(1.0 - f).add_(var, alpha=f * {R} / max({R} - 1, 1))
+)", kv);
+    }
+    o << "    return out\n\n\n";
+  } else {
+    return Status::Error("no template for reduction " + op.kind);
+  }
+  *src += o.str();
+  return Status::Ok();
+}
+
+}  // namespace ax::builtin

@@ -1,0 +1,68 @@
+// Reductions and normalisations for the builtin compiler.
+//
+// Every supported operator reads a float32 tensor x (made contiguous) as a
+// matrix of `rows` x `R` through one address formula,
+//
+//   addr(row, r) = (row / RD) * S1 + (row % RD) * S2 + (r / IN) * S3 + (r % IN),
+//
+// which covers a reduction over any contiguous block of dimensions
+// (sum over dim 1 of [B, D1, D2]: rows = B * D2, R = D1) and over everything
+// but a contiguous block (batch norm over N, H, W per channel). Kinds:
+//   sum, mean, amax, amin        -> one value per row; split over R when rows are few
+//   logsumexp                    -> one value per row (online max and sum)
+//   softmax, log_softmax         -> x's shape (an online pass, then a write pass)
+//   norm (layer/group/instance/batch norm, training statistics)
+//                                -> x's shape: a statistics kernel (split over R
+//                                   when rows are few), then an apply kernel over
+//                                   every element with the affine parameters
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "builtin/graph.h"
+#include "common/status.h"
+
+namespace ax::builtin {
+
+struct Geometry {
+  int64_t rows = 1, R = 1, RD = 1, S1 = 0, S2 = 0, IN = 1, S3 = 0;
+  int64_t numel() const { return rows * R; }
+};
+
+// x's shape with the dimensions in `reduced` reduced: false when neither the
+// reduced dimensions nor the kept ones form one contiguous block.
+bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& reduced, Geometry* out);
+
+struct RedOp {
+  std::string kind;        // sum | mean | amax | amin | logsumexp | softmax | log_softmax | norm
+  std::string input;       // the node read
+  std::string module;      // norm: the module's path (its weight, bias and running statistics)
+  std::string norm_class;  // LayerNorm, GroupNorm, InstanceNorm2d, BatchNorm2d, ...
+  Geometry geo;
+  std::vector<int64_t> in_shape, out_shape;
+  double eps = 1e-5;
+  bool affine = false;
+  int64_t ch_div = 1, ch_mod = 1;    // norm: parameter index = (flat // ch_div) % ch_mod
+  int64_t row_div = 1, row_mod = 1;  // norm apply: row of a flat index = (flat // row_div) % row_mod
+  bool running_stats = false;        // batch norm in training: update running_mean / running_var
+  double momentum = 0.1;
+};
+
+// True when node n is a reduction or normalisation the compiler generates.
+bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out);
+
+// Schedule of a reduction kernel (0 = chosen from the geometry).
+struct RedSchedule {
+  int block_r = 0, block_m = 0, warps = 0, split = 0;
+};
+
+// The schedule actually used for op under the requested one.
+RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
+
+// The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
+// The launcher takes the input tensor, and for a norm also the module.
+Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src);
+
+}  // namespace ax::builtin

@@ -1,0 +1,30 @@
+# Builtin compiler corpus: reductions over a trailing, a middle and all
+# dimensions (sum, mean, amax, amin, logsumexp), softmax and log_softmax over
+# a middle dimension, mixed with elementwise operators.
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sm = nn.Softmax(dim=1)
+
+    def forward(self, x):
+        a = torch.sum(x, dim=-1, keepdim=True)        # [B, C, H, 1]
+        b = x.mean(dim=1)                              # [B, H, W]
+        c = torch.amax(x, dim=(2, 3))                  # [B, C]
+        d = torch.amin(x, dim=1, keepdim=True)         # [B, 1, H, W]
+        e = torch.logsumexp(x, dim=2)                  # [B, C, W]
+        s = self.sm(x * 2.0)                           # [B, C, H, W]
+        ls = torch.log_softmax(x, dim=-1)
+        t = torch.mean(x * x)                          # all dimensions
+        return (s + ls) * a + b.unsqueeze(1) + c[:, :, None, None] + d + e.unsqueeze(2) + t
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 7, 6)]
+
+
+def get_init_inputs():
+    return []
