@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <random>
 #include <thread>
 
@@ -64,7 +65,9 @@ struct Baseline {
 
 struct DeviceState {
   std::string device;
-  std::mutex exec_mu;   // exclusive device execution: trials, timing, baselines
+  // Timing and baselines hold the device exclusively; correctness trials share
+  // it with each other (never with a timing run).
+  std::shared_mutex exec_mu;
   std::mutex ref_mu;    // the reference worker serves one request at a time
   std::unique_ptr<Worker> ref;
   std::string ref_scratch;
@@ -149,7 +152,7 @@ class JudgePool : public Judge {
   Status CheckTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) override {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
-    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::shared_mutex> exec(st->exec_mu);
     std::lock_guard<std::mutex> ref(st->ref_mu);
     return EnsureTask(st, task, opts, info);
   }
@@ -158,7 +161,7 @@ class JudgePool : public Judge {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
     JudgeOptions o = opts.Resolved();
-    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::shared_mutex> exec(st->exec_mu);
     std::lock_guard<std::mutex> ref(st->ref_mu);
     TaskInfo info;
     Status s = EnsureTask(st, task, o, &info);
@@ -179,7 +182,7 @@ class JudgePool : public Judge {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
     JudgeOptions o = opts.Resolved();
-    std::lock_guard<std::mutex> exec(st->exec_mu);
+    std::lock_guard<std::shared_mutex> exec(st->exec_mu);
     std::lock_guard<std::mutex> ref(st->ref_mu);
     Status s = EnsureTask(st, task, o, info);
     if (!s.ok() || !o.time) return s;
@@ -543,7 +546,7 @@ class JudgePool : public Judge {
     // The task: valid, and what its outputs look like (trusted worker).
     TaskInfo info;
     {
-      std::lock_guard<std::mutex> exec(st->exec_mu);
+      std::lock_guard<std::shared_mutex> exec(st->exec_mu);
       std::lock_guard<std::mutex> ref(st->ref_mu);
       res.status = EnsureTask(st, req.task, o, &info);
       if (!res.status.ok()) {
@@ -580,7 +583,7 @@ class JudgePool : public Judge {
     std::map<std::string, Baseline> baselines;
     if (o.time) {
       const double t_base = NowSeconds();
-      std::lock_guard<std::mutex> exec(st->exec_mu);
+      std::lock_guard<std::shared_mutex> exec(st->exec_mu);
       std::lock_guard<std::mutex> ref(st->ref_mu);
       for (const auto& mode : o.baselines) {
         Baseline b;
@@ -661,16 +664,23 @@ class JudgePool : public Judge {
     }
     std::vector<std::string> own = load.body.value("own_kernels", std::vector<std::string>{});
 
-    // 2. Correctness trials and timing hold the device exclusively.
-    std::lock_guard<std::mutex> exec(st->exec_mu);
-    std::lock_guard<std::mutex> ref(st->ref_mu);
+    // 2. Correctness trials share the device with other candidates' trials
+    //    (not with timing runs); the reference serves one comparison at a time.
+    std::shared_lock<std::shared_mutex> shared(st->exec_mu);
     phase("wait");
-    TaskInfo again;
-    Status s = EnsureTask(st, req.task, o, &again);
-    if (!s.ok()) {
-      v->status = kStatusRuntimeError;
-      v->error = s.message();
-      return;
+    auto ensure = [&]() -> bool {
+      TaskInfo again;
+      Status s = EnsureTask(st, req.task, o, &again);
+      if (!s.ok()) {
+        v->status = kStatusRuntimeError;
+        v->error = s.message();
+        return false;
+      }
+      return true;
+    };
+    {
+      std::lock_guard<std::mutex> ref(st->ref_mu);
+      if (!ensure()) return;
     }
     bool strict_ok = true;
     json gpu_kernels = json::array();
@@ -696,7 +706,12 @@ class JudgePool : public Judge {
           v->error = "the candidate modified its input tensor(s) in place (input " + std::to_string(mutated[0]) + ")";
           return false;
         }
-        if (!Compare(st, req.task, o, tol, strict, seed, r.body["outputs"], v, &strict_ok)) {
+        bool same;
+        {
+          std::lock_guard<std::mutex> ref(st->ref_mu);
+          same = ensure() && Compare(st, req.task, o, tol, strict, seed, r.body["outputs"], v, &strict_ok);
+        }
+        if (!same) {
           if (v->status == kStatusMismatch) v->error = "trial " + std::to_string(index0 + k + 1) + ": " + v->error;
           return false;
         }
@@ -745,17 +760,38 @@ class JudgePool : public Judge {
     if (!o.time) return;
 
     // 4. Timing, then a check that the timed calls computed the right thing.
-    json treq = TimingRequest(o, seed0, "time");
-    treq["out_dir"] = out_dir;
-    Reply tr = w->Request(treq, o.run_timeout_s);
-    phase("timing");
+    //    The timed loop holds the device exclusively, and the parent's clock
+    //    covers that request alone; the last timed output is written (and
+    //    compared) afterwards.
+    shared.unlock();
+    Reply tr;
+    {
+      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+      phase("wait_timing");
+      json treq = TimingRequest(o, seed0, "time");
+      tr = w->Request(treq, o.run_timeout_s);
+      phase("timing");
+    }
     if (!Usable(tr, "timing", o.run_timeout_s, w, v)) return;
     if (Rejected(*v)) {
       v->status = kStatusRejected;
       return;
     }
-    const json& final_out = tr.body["final"];
-    if (!Compare(st, req.task, o, tol, strict, final_out.value("seed", 0ULL), final_out["outputs"], v, &strict_ok)) {
+    Reply fr = w->Request({{"op", "final"}, {"out_dir", out_dir}}, o.run_timeout_s);
+    if (!Usable(fr, "writing the timed output", o.run_timeout_s, w, v)) return;
+    if (Rejected(*v)) {
+      v->status = kStatusRejected;
+      return;
+    }
+    const json& final_out = fr.body["final"];
+    bool final_same;
+    {
+      std::shared_lock<std::shared_mutex> again(st->exec_mu);
+      std::lock_guard<std::mutex> ref(st->ref_mu);
+      final_same = ensure() &&
+                   Compare(st, req.task, o, tol, strict, final_out.value("seed", 0ULL), final_out["outputs"], v, &strict_ok);
+    }
+    if (!final_same) {
       if (v->status == kStatusMismatch) {
         v->AddFlag("timed_output_mismatch");
         v->error = "the output of a timed call was wrong (results cached across calls?): " + v->error;
@@ -820,6 +856,7 @@ class JudgePool : public Judge {
     bool suspicious = false;
     for (const auto& [mode, sp] : v->speedup) suspicious = suspicious || sp > o.speedup_recheck;
     if (suspicious) {
+      std::shared_lock<std::shared_mutex> again(st->exec_mu);
       if (!trials(o.recheck_trials, seed0 + 20011, o.trials)) {
         v->AddFlag("failed_recheck");
         return;
