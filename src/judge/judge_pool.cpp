@@ -685,13 +685,24 @@ class JudgePool : public Judge {
     bool strict_ok = true;
     json gpu_kernels = json::array();
     json launched = json::array();
-    auto trials = [&](int count, unsigned long long base, int index0) -> bool {
+    auto trials = [&](int count, unsigned long long base, int index0,
+                      std::shared_lock<std::shared_mutex>* held) -> bool {
       for (int k = 0; k < count; ++k) {
         unsigned long long seed = base + static_cast<unsigned long long>(k);
         bool profile = o.cuda() && index0 == 0 && k == 0;
-        Reply r = w->Request({{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir},
-                              {"profile", profile}},
-                             o.run_timeout_s);
+        json treq = {{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir}, {"profile", profile}};
+        Reply r = w->Request(treq, o.run_timeout_s);
+        // Trials share the device: a candidate that ran out of device memory
+        // next to others gets the same trial again with the device to itself.
+        if (o.cuda() && r.kind == Reply::kOk && !r.body.value("ok", true) &&
+            r.body.value("error", "").find("out of memory") != std::string::npos) {
+          held->unlock();
+          {
+            std::lock_guard<std::shared_mutex> alone(st->exec_mu);
+            r = w->Request(treq, o.run_timeout_s);
+          }
+          held->lock();
+        }
         if (!Usable(r, "correctness trial " + std::to_string(index0 + k + 1), o.run_timeout_s, w, v)) return false;
         if (Rejected(*v)) {
           v->status = kStatusRejected;
@@ -720,7 +731,7 @@ class JudgePool : public Judge {
       }
       return true;
     };
-    bool trials_ok = trials(o.trials, seed0 + 11, 0);
+    bool trials_ok = trials(o.trials, seed0 + 11, 0, &shared);
     phase("trials");
     if (!trials_ok) return;
 
@@ -857,7 +868,7 @@ class JudgePool : public Judge {
     for (const auto& [mode, sp] : v->speedup) suspicious = suspicious || sp > o.speedup_recheck;
     if (suspicious) {
       std::shared_lock<std::shared_mutex> again(st->exec_mu);
-      if (!trials(o.recheck_trials, seed0 + 20011, o.trials)) {
+      if (!trials(o.recheck_trials, seed0 + 20011, o.trials, &again)) {
         v->AddFlag("failed_recheck");
         return;
       }
