@@ -629,8 +629,16 @@ class JudgePool : public Judge {
       v.AddFlag("degenerate_task");
       for (auto& d : info.degenerate) v.AddFlag("degenerate:" + d);
     }
-    // Timeouts depend on load; everything else is a property of the candidate.
-    if (o.use_cache && v.status != kStatusTimeout) cache_.Put("verdicts", cache_key, v.ToJson().dump());
+    // Timeouts depend on load, and a failure of the judge's own reference
+    // worker (killed, out of memory) says nothing about the candidate: neither
+    // is cached. Everything else is a property of the candidate.
+    const bool infrastructure = v.status == kStatusRuntimeError &&
+                                (v.error.rfind("the reference failed", 0) == 0 ||
+                                 v.error.find("the reference timed out") != std::string::npos ||
+                                 v.error.find("the reference worker died") != std::string::npos);
+    if (o.use_cache && v.status != kStatusTimeout && !infrastructure) {
+      cache_.Put("verdicts", cache_key, v.ToJson().dump());
+    }
     return res;
   }
 

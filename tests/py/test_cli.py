@@ -98,3 +98,56 @@ def test_cached_verdict_is_marked(run_cli):
     v2 = last_json(run_cli(*args)[1])
     assert not v1["cached"] and v2["cached"]
     assert v2["status"] == v1["status"] == "ok"
+
+
+def test_reference_failure_is_not_cached_as_the_candidates_verdict(run_cli, tmp_path):
+    # The reference survives its two probes at load, then dies in the first
+    # comparison: a failure of the judge's side, so it must not be cached.
+    task = tmp_path / "dies_in_compare.py"
+    task.write_text('''import os
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] > 2:
+            os._exit(3)
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+''')
+    cand = tmp_path / "cand.py"
+    cand.write_text('''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        twice_kernel[(1,)](x, out, x.numel(), BLOCK=64)
+        return out
+''')
+    args = ("eval", task, cand, "--device", "cpu", "--json", "--no-time")
+    v1 = last_json(run_cli(*args)[1])
+    v2 = last_json(run_cli(*args)[1])
+    assert v1["status"] == "runtime_error" and "the reference failed" in v1["error"], v1["error"]
+    assert v2["status"] == "runtime_error" and not v2["cached"]
