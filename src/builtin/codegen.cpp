@@ -391,9 +391,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   for (size_t k = 0; k < groups.size(); ++k) written.sched[k] = plan.For(k);
   written.red.resize(reds.size());
   std::map<int, size_t> red_of;  // node -> reduction index
+  std::set<std::string> absorbed;  // nodes a reduction replaces (max/min before [0])
   for (size_t k = 0; k < reds.size(); ++k) {
     written.red[k] = plan.RedFor(k);
     red_of[reds[k].first] = k;
+    if (!reds[k].second.absorbed.empty()) absorbed.insert(reds[k].second.absorbed);
   }
 
   std::map<int, size_t> last_of;  // the last node of a group -> the group
@@ -432,7 +434,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       body << ")\n";
       continue;
     }
-    if (fused.count(static_cast<int>(i))) continue;
+    if (fused.count(static_cast<int>(i)) || absorbed.count(n.name)) continue;
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;
       body << "        " << v << " = _ax_red" << it->second << "(" << Var(op.input);

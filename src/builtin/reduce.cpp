@@ -274,6 +274,35 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     return false;
   }
   std::string fn;
+  if (n.op == "call_function" && n.target == "getitem" && n.callable == "operator.getitem") {
+    // torch.max(x, dim)[0] / torch.min(x, dim)[0]: the values of a reduction
+    // whose indices nobody reads.
+    const json* a0 = n.Arg(0, "");
+    int64_t idx;
+    if (!a0 || !a0->contains("node") || !IntValue(n.Arg(1, ""), &idx) || idx != 0) return false;
+    const Node* src = g.Find((*a0)["node"].get<std::string>());
+    if (!src || src->users.size() != 1) return false;
+    bool fn_ok = (src->op == "call_function" && (src->callable == "torch.max" || src->callable == "torch.min")) ||
+                 (src->op == "call_method" && (src->target == "max" || src->target == "min"));
+    if (!fn_ok || !OnlyKw(*src, {"dim", "keepdim", "input"}) || src->args.size() > 3) return false;
+    const json* d = src->Arg(1, "dim");
+    int64_t dv;
+    if (!d || !IntValue(d, &dv)) return false;  // max(x) or max(x, y) are something else
+    const Node* x = Input(g, *src);
+    if (!x) return false;
+    std::vector<int> dims;
+    if (!Dims(d, x->shape.size(), false, &dims)) return false;
+    op.input = x->name;
+    op.in_shape = x->shape;
+    op.kind = src->target == "max" ? "amax" : "amin";
+    op.absorbed = src->name;
+    if (!MakeGeometry(x->shape, dims, &op.geo)) return false;
+    int64_t out_numel = 1;
+    for (auto v : n.shape) out_numel *= v;
+    if (out_numel != op.geo.rows) return false;
+    *out = op;
+    return true;
+  }
   if (n.op == "call_function") {
     const std::string& c = n.callable;
     if (c.rfind("torch.", 0) != 0 || c.rfind("torch.Tensor.", 0) == 0) return false;

@@ -48,6 +48,7 @@ struct RedOp {
   int64_t row_div = 1, row_mod = 1;  // norm apply: row of a flat index = (flat // row_div) % row_mod
   bool running_stats = false;        // batch norm in training: update running_mean / running_var
   double momentum = 0.1;
+  std::string absorbed;              // max/min(x, dim)[0]: the max/min node, not emitted
 };
 
 // True when node n is a reduction or normalisation the compiler generates.

@@ -1,5 +1,5 @@
 # Builtin compiler corpus: reductions over a trailing, a middle and all
-# dimensions (sum, mean, amax, amin, logsumexp), softmax and log_softmax over
+# dimensions (sum, mean, amax, amin, logsumexp, max/min(dim)[0]), softmax and log_softmax over
 # a middle dimension, mixed with elementwise operators.
 import torch
 import torch.nn as nn
@@ -19,7 +19,9 @@ class Model(nn.Module):
         s = self.sm(x * 2.0)                           # [B, C, H, W]
         ls = torch.log_softmax(x, dim=-1)
         t = torch.mean(x * x)                          # all dimensions
-        return (s + ls) * a + b.unsqueeze(1) + c[:, :, None, None] + d + e.unsqueeze(2) + t
+        f = torch.max(x, dim=1)[0]                     # values of max with indices: [B, H, W]
+        h = x.min(dim=3, keepdim=True)[0]              # [B, C, H, 1]
+        return (s + ls) * a + b.unsqueeze(1) + c[:, :, None, None] + d + e.unsqueeze(2) + t + f.unsqueeze(1) * h
 
 
 def get_inputs():

@@ -134,6 +134,30 @@ TEST(Codegen, BroadcastIndexMergesDimensions) {
   EXPECT_NE(src.find("tl.load(in2 + ((offs % 5)), mask=mask"), std::string::npos) << src;
 }
 
+// torch.max(x, dim=1)[0] becomes one amax kernel; the max call itself is not emitted.
+TEST(Codegen, MaxWithIndicesValuesBecomeAReduction) {
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({2, 3, 4})}});
+  nodes.push_back({{"name", "max_1"}, {"op", "call_function"}, {"target", "max"}, {"callable", "torch.max"},
+                   {"args", {N("x")}}, {"kwargs", {{"dim", {{"repr", "1"}, {"value", 1}}}}},
+                   {"out", {{"kind", "tuple"}}}});
+  nodes.push_back({{"name", "getitem"}, {"op", "call_function"}, {"target", "getitem"}, {"callable", "operator.getitem"},
+                   {"args", {N("max_1"), {{"repr", "0"}, {"value", 0}}}}, {"out", T({2, 4})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("getitem")}},
+                   {"out", {{"kind", "other"}}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &g).ok());
+  RedOp op;
+  ASSERT_TRUE(ClassifyReduction(g, g.nodes[2], &op));
+  EXPECT_EQ(op.kind, "amax");
+  EXPECT_EQ(op.geo.rows, 8);
+  EXPECT_EQ(op.geo.R, 3);
+  std::string src;
+  ASSERT_TRUE(Generate(g, "", Plan(), &src).ok());
+  EXPECT_NE(src.find("v_getitem = _ax_red0(v_x)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("torch.max("), std::string::npos) << src;
+}
+
 TEST(Codegen, NothingToFuseIsAnError) {
   json j = BiasReluScaleGraph();
   json nodes = json::array();
