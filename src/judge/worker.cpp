@@ -154,8 +154,29 @@ Reply Worker::ReadLine(double timeout_s) {
       return r;
     }
     if (!proto_open) {
-      // The protocol channel closed: the worker died. Drain what it printed.
+      // The protocol channel closed: the worker died. Drain what it printed
+      // (its last words are often the reason), for at most half a second.
       Kill();
+      const double drain_until = NowSeconds() + 0.5;
+      while ((out_open || err_open) && NowSeconds() < drain_until && output_total_ <= cfg_.output_flood_bytes) {
+        struct pollfd pf[2];
+        int np = 0, io = -1, ie = -1;
+        if (out_open) { pf[np] = {proc_->out_fd(), POLLIN, 0}; io = np++; }
+        if (err_open) { pf[np] = {proc_->err_fd(), POLLIN, 0}; ie = np++; }
+        int pr = poll(pf, np, 50);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) break;
+        for (int k = 0; k < np; ++k) {
+          if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+          ssize_t n = read(pf[k].fd, buf, sizeof buf);
+          if (n > 0) {
+            Absorb(buf, static_cast<size_t>(n));
+          } else if (!(n < 0 && errno == EINTR)) {
+            (k == io ? out_open : err_open) = false;
+          }
+        }
+        (void)ie;
+      }
       r.kind = Reply::kDied;
       r.detail = proc_->Wait();
       if (proc_->oom_killed()) r.detail += " after reaching its memory limit";
