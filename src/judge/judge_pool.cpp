@@ -508,6 +508,7 @@ class JudgePool : public Judge {
                          o.run_timeout_s);
     if (r.kind != Reply::kOk || !r.body.value("ok", false)) {
       v->status = kStatusRuntimeError;
+      v->AddFlag("reference_failed");
       v->error = "the reference failed while comparing: " +
                  (r.kind == Reply::kOk ? FirstLine(r.body.value("error", ""), 500) : r.detail);
       if (r.kind != Reply::kOk) st->ref.reset();
@@ -632,10 +633,7 @@ class JudgePool : public Judge {
     // Timeouts depend on load, and a failure of the judge's own reference
     // worker (killed, out of memory) says nothing about the candidate: neither
     // is cached. Everything else is a property of the candidate.
-    const bool infrastructure = v.status == kStatusRuntimeError &&
-                                (v.error.rfind("the reference failed", 0) == 0 ||
-                                 v.error.find("the reference timed out") != std::string::npos ||
-                                 v.error.find("the reference worker died") != std::string::npos);
+    const bool infrastructure = std::find(v.flags.begin(), v.flags.end(), "reference_failed") != v.flags.end();
     if (o.use_cache && v.status != kStatusTimeout && !infrastructure) {
       cache_.Put("verdicts", cache_key, v.ToJson().dump());
     }
@@ -681,6 +679,7 @@ class JudgePool : public Judge {
       Status s = EnsureTask(st, req.task, o, &again);
       if (!s.ok()) {
         v->status = kStatusRuntimeError;
+        v->AddFlag("reference_failed");
         v->error = s.message();
         return false;
       }

@@ -150,4 +150,5 @@ class ModelNew(nn.Module):
     v1 = last_json(run_cli(*args)[1])
     v2 = last_json(run_cli(*args)[1])
     assert v1["status"] == "runtime_error" and "the reference failed" in v1["error"], v1["error"]
+    assert "reference_failed" in v1["flags"]
     assert v2["status"] == "runtime_error" and not v2["cached"]
