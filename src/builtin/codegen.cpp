@@ -74,21 +74,13 @@ Status ParsePlanMarker(const std::string& source, Plan* out) {
 
 namespace {
 
-std::string FloatLit(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
 std::string Var(const std::string& node) { return "v_" + node; }
 
 std::string TanhExpr(const std::string& x) { return "(2.0 / (1.0 + tl.exp(-2.0 * (" + x + "))) - 1.0)"; }
 
 // The Triton expression of one elementwise operator over operand expressions.
 Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* out) {
-  auto P = [&](const char* k) { return FloatLit(op.params.at(k)); };
+  auto P = [&](const char* k) { return PyFloat(op.params.at(k)); };
   const std::string& f = op.fn;
   std::string x = a.empty() ? "" : a[0];
   if (f == "add" || f == "sub") {
@@ -244,12 +236,6 @@ std::string AttrExpr(const std::string& path) {
   return e;
 }
 
-std::string Shape(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 // The flat index into a broadcast input for the group's flat offset `offs`:
 // dimensions of the group's shape are classified as broadcast (the input has
 // size 1 there), kept (same size) or trivial (size 1), adjacent dimensions of
@@ -312,7 +298,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   kr << "BLOCK: tl.constexpr):\n";
   kr << "    # ops: ";
   for (size_t j = 0; j < grp.nodes.size(); ++j) kr << (j ? ", " : "") << grp.ops.at(grp.nodes[j]).fn;
-  kr << "; shape " << Shape(grp.shape) << "\n";
+  kr << "; shape " << PyShape(grp.shape) << "\n";
   if (small) kr << "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n";
   else kr << "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n";
   kr << "    mask = offs < n\n";
@@ -327,7 +313,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   for (int idx : grp.nodes) {
     const EwOp& op = grp.ops.at(idx);
     std::vector<std::string> a;
-    for (const auto& o : op.operands) a.push_back(o.node.empty() ? FloatLit(o.value) : names.at(o.node));
+    for (const auto& o : op.operands) a.push_back(o.node.empty() ? PyFloat(o.value) : names.at(o.node));
     std::string e;
     Status st = RenderEw(op, a, &e);
     if (!st.ok()) return st;
@@ -346,12 +332,12 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i;
   ln << "):\n";
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    ln << "    assert list(in" << i << ".shape) == " << Shape(g.Find(grp.inputs[i])->shape)
+    ln << "    assert list(in" << i << ".shape) == " << PyShape(g.Find(grp.inputs[i])->shape)
        << ", \"the kernel was generated for the traced shapes\"\n";
     ln << "    in" << i << " = in" << i << ".contiguous()\n";
   }
   for (size_t i = 0; i < grp.outputs.size(); ++i) {
-    ln << "    out" << i << " = torch.empty(" << Shape(grp.shape) << ", device=in0.device, dtype=torch.float32)\n";
+    ln << "    out" << i << " = torch.empty(" << PyShape(grp.shape) << ", device=in0.device, dtype=torch.float32)\n";
   }
   ln << "    n = out0.numel()\n";
   ln << "    if n == 0:\n        return ";

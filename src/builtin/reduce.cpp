@@ -86,20 +86,6 @@ const Node* Input(const Graph& g, const Node& n) {
   return src;
 }
 
-std::string Shape(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-std::string Lit(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
 std::string I(int64_t v) { return std::to_string(v); }
 
 // Replaces every {KEY} in t.
@@ -130,6 +116,20 @@ std::string OffExpr(const Geometry& g) {
 bool RContiguous(const Geometry& g) { return (g.IN == 1 && g.S3 == 1) || g.IN >= 64; }
 
 }  // namespace
+
+std::string PyFloat(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string PyShape(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
 
 bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& reduced, Geometry* out) {
   std::set<int> red(reduced.begin(), reduced.end());
@@ -377,8 +377,8 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
   std::map<std::string, std::string> kv = {
       {"K", I(static_cast<int64_t>(k))}, {"ROWS", I(g.rows)}, {"R", I(g.R)}, {"CHUNK", I(chunk)},
       {"SPLIT", I(s.split)}, {"BM", I(s.block_m)}, {"BR", I(s.block_r)}, {"W", I(s.warps)},
-      {"BASE", BaseExpr(g)}, {"OFF", OffExpr(g)}, {"IN_SHAPE", Shape(op.in_shape)},
-      {"OUT_SHAPE", Shape(op.out_shape)}, {"KIND", op.kind}, {"CAST", big ? ".to(tl.int64)" : ""},
+      {"BASE", BaseExpr(g)}, {"OFF", OffExpr(g)}, {"IN_SHAPE", PyShape(op.in_shape)},
+      {"OUT_SHAPE", PyShape(op.out_shape)}, {"KIND", op.kind}, {"CAST", big ? ".to(tl.int64)" : ""},
       {"NUMEL", I(g.numel())}};
   std::ostringstream o;
   const std::string head = R"(@triton.jit
@@ -393,9 +393,9 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
     std::string combine = op.kind == "amax" ? "tl.maximum(acc, v)" : op.kind == "amin" ? "tl.minimum(acc, v)" : "acc + v";
     std::string reduce = op.kind == "amax" ? "tl.max" : op.kind == "amin" ? "tl.min" : "tl.sum";
-    std::string post = op.kind == "mean" && s.split == 1 ? " / " + Lit(static_cast<double>(g.R)) : "";
+    std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";
     std::string merge = op.kind == "amax" ? "part.amax(0)" : op.kind == "amin" ? "part.amin(0)" : "part.sum(0)";
-    if (op.kind == "mean") merge += " / " + Lit(static_cast<double>(g.R));
+    if (op.kind == "mean") merge += " / " + PyFloat(static_cast<double>(g.R));
     kv["PARAMS"] = "x, out, ";
     kv["NEUTRAL"] = neutral;
     kv["COMBINE"] = combine;
@@ -476,7 +476,7 @@ def _ax_red{K}(x):
     // Statistics: shifted sums (by the row's first element) for a stable
     // variance in one read; partial sums per split, merged by the launcher.
     kv["PARAMS"] = "x, p1, p2, shift, ";
-    kv["EPS"] = Lit(op.eps);
+    kv["EPS"] = PyFloat(op.eps);
     std::string row_expr = "(offs // " + I(op.row_div) + ")";
     if (op.row_div * op.row_mod != g.numel()) row_expr = "(" + row_expr + " % " + I(op.row_mod) + ")";
     if (op.row_div == 1 && op.row_mod == g.numel()) row_expr = "offs";

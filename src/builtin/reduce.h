@@ -51,6 +51,10 @@ struct RedOp {
   std::string absorbed;              // max/min(x, dim)[0]: the max/min node, not emitted
 };
 
+// Python literals for generated code: a float (round-trips exactly) and a shape list.
+std::string PyFloat(double v);
+std::string PyShape(const std::vector<int64_t>& s);
+
 // True when node n is a reduction or normalisation the compiler generates.
 bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out);
 
