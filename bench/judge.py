@@ -3,9 +3,10 @@
 
 1. Throughput: COUNT KernelBench tasks x VARIANTS distinct Triton candidates
    (the reference plus an identity kernel, bench/make_reference_candidates.py)
-   through one judge pool (`adaexplore batch`), full protocol, cold caches.
-   The one-off cost of checking the tasks and timing their baselines is
-   printed separately from the candidates' own wall time.
+   through one judge pool (`adaexplore batch`), full protocol, cold caches
+   (Triton, inductor, baselines, verdicts). The candidates' wall time includes
+   the tasks' baselines (eager + torch.compile), measured as candidates need
+   them; the up-front task checks are printed separately.
 2. Noise: one candidate judged REPEAT times in separate `adaexplore eval`
    calls (fresh seeds, baselines from the cache): max/min of the medians.
 
@@ -71,7 +72,7 @@ def main():
     total = time.time() - t0
     if p.returncode != 0:
         sys.exit("batch failed: " + "".join(err_lines)[-3000:])
-    m = re.search(r"batch: (\d+) candidates in ([\d.]+) s .*task checks and baselines ([\d.]+) s", "".join(err_lines))
+    m = re.search(r"batch: (\d+) candidates in ([\d.]+) s .*task checks ([\d.]+) s", "".join(err_lines))
     n, cand_s, prep_s = int(m.group(1)), float(m.group(2)), float(m.group(3))
     phases = {}
     for v in verdicts:
@@ -85,10 +86,14 @@ def main():
     print("bench/judge  %s  GPU %s  torch %s  triton %s  tolerance %s" % (
         datetime.date.today(), v0.get("device"), env_info.get("torch"), env_info.get("triton"),
         v0.get("protocol", {}).get("tolerance")))
-    print("throughput: %d candidates (%d tasks x %d variants) in %.1f s through the pool (jobs=%d): %.1f s per candidate, "
-          "%.1f candidates per GPU-minute" % (n, len({v["task"]["hash"] for v in verdicts if "task" in v}), args.variants, cand_s, args.jobs, cand_s / max(n, 1),
+    print("throughput: %d candidates (%d tasks x %d variants) in %.1f s through the pool (jobs=%d), baselines included: "
+          "%.1f s per candidate, %.1f candidates per GPU-minute" % (n, len({v["task"]["hash"] for v in verdicts if "task" in v}), args.variants, cand_s, args.jobs, cand_s / max(n, 1),
                                               60.0 * n / cand_s))
-    print("one-off: task checks and baselines (eager + torch.compile) %.1f s; whole command %.1f s" % (prep_s, total))
+    print("up front: task checks %.1f s; whole command %.1f s" % (prep_s, total))
+    transfer = {}
+    for v in verdicts:
+        transfer[v.get("output_transfer", "none")] = transfer.get(v.get("output_transfer", "none"), 0) + 1
+    print("output transfer to the reference: %s" % transfer)
     print("statuses: %s" % statuses)
     print("mean seconds per candidate by phase: %s (load overlaps other candidates' device work)" % ", ".join(
         "%s %.2f" % (k, sum(x) / len(x)) for k, x in sorted(phases.items())))

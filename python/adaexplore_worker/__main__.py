@@ -35,6 +35,8 @@ def main(argv):
     hidden = os.dup2(fd, random.randint(300, 900))
     os.close(fd)
     proto = os.fdopen(hidden, "w", buffering=1)
+    from . import transfer
+    channel = transfer.open_channel()
     # Warm start: pay for the imports now, before any request; no CUDA context yet.
     import torch  # noqa: F401
     try:
@@ -49,10 +51,10 @@ def main(argv):
     torch.set_num_threads(max(1, int(os.environ.get("ADAEXPLORE_THREADS", "4"))))
     if role_name == "reference":
         from .reference import ReferenceRole
-        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_MAX_TASKS", "12")))
+        role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_MAX_TASKS", "12")), channel)
     else:
         from .candidate import CandidateRole
-        role = CandidateRole()
+        role = CandidateRole(channel)
     proto.write(json.dumps({"ok": True, "ready": role_name}) + "\n")
     for line in sys.stdin:
         line = line.strip()

@@ -7,6 +7,7 @@ import torch
 
 from . import common
 from . import guard as guard_mod
+from . import transfer
 
 _TRITON_DEF = re.compile(r"@triton\.(?:jit|autotune|heuristics)\b[^\n]*\n(?:\s*@[^\n]*\n|[^\n]*\n)*?\s*def\s+(\w+)\s*\(")
 _CUDA_DEF = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
@@ -31,7 +32,9 @@ def classify(exc, phase):
 
 
 class CandidateRole:
-    def __init__(self):
+    def __init__(self, channel=None):
+        self.channel = channel
+        self.vmm = False
         self.model = None
         self.task = None
         self.device = "cpu"
@@ -68,7 +71,7 @@ class CandidateRole:
             os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
         common.configure_numerics()
         self.counter = guard_mod.LaunchCounter()
-        self.guard = guard_mod.Guard([common, guard_mod])
+        self.guard = guard_mod.Guard([common, guard_mod, transfer])
         try:
             self.task = common.load_module(req["task"], "adaexplore_task")
         except Exception as exc:  # validated earlier, so this is an environment problem
@@ -101,8 +104,11 @@ class CandidateRole:
         except Exception as exc:
             status, text = classify(exc, "run")
             return self._fail(status, text)
+        # Outputs can go to the trusted side device to device when this
+        # process can export device memory and has a descriptor channel.
+        self.vmm = bool(self.channel is not None and self.device.startswith("cuda") and transfer.available())
         flags = self._integrity()
-        return {"ok": True, "own_kernels": self.own, **flags}
+        return {"ok": True, "own_kernels": self.own, "vmm": self.vmm, **flags}
 
     def op_trial(self, req):
         seed, out_dir, index = req["seed"], req["out_dir"], req["index"]
@@ -125,7 +131,11 @@ class CandidateRole:
             return self._fail("mismatch", str(exc))
         mutated = [i for i, (b, a) in enumerate(zip(before, inputs))
                    if isinstance(b, torch.Tensor) and not _same_bits(b, a)]
-        files = self._write(outs, out_dir, "t%d" % index)
+        try:
+            files = self._write(outs, out_dir, "t%d" % index, req.get("transport"))
+        except transfer.TransferError as exc:
+            return {"ok": False, "status": "internal", "error": "output transfer failed: %s" % exc,
+                    "transport_failed": True}
         resp = {"ok": True, "outputs": files, "inputs_mutated": mutated,
                 "launched": sorted(set(self.counter.launched))}
         if kernels is not None:
@@ -144,8 +154,19 @@ class CandidateRole:
                 names.add(ev.name)
         return sorted(names)[:200], out
 
-    def _write(self, outs, out_dir, stem):
+    def _write(self, outs, out_dir, stem, transport=None):
+        """Hands the outputs over: device to device (one descriptor per output,
+        sent before the reply) or as raw files."""
         files = []
+        if transport == "vmm" and self.vmm and all(t.is_cuda for t in outs):
+            for t in outs:
+                fd, nbytes = transfer.export(t)
+                try:
+                    self.channel.send(fd)
+                finally:
+                    os.close(fd)
+                files.append({"vmm": True, "bytes": nbytes, **common.describe(t)})
+            return files
         for j, t in enumerate(outs):
             path = os.path.join(out_dir, "%s_o%d.bin" % (stem, j))
             common.write_raw(t, path)
@@ -174,13 +195,16 @@ class CandidateRole:
         last = getattr(self, "_last", None)
         if last is None:
             return self._fail("runtime_error", "no timed call to report")
-        seed, out = last
-        self._last = None
+        seed, out = last  # kept: a request repeated after a failed transfer writes it again
         try:
             outs = common.as_tensor_list(out)
         except TypeError as exc:
             return self._fail("mismatch", str(exc))
-        files = self._write(outs, req["out_dir"], "timed")
+        try:
+            files = self._write(outs, req["out_dir"], "timed", req.get("transport"))
+        except transfer.TransferError as exc:
+            return {"ok": False, "status": "internal", "error": "output transfer failed: %s" % exc,
+                    "transport_failed": True}
         resp = {"ok": True, "final": {"seed": seed, "outputs": files}}
         resp.update(self._integrity())
         return resp

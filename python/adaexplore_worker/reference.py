@@ -8,11 +8,13 @@ declared.
 
 import collections
 import gc
+import os
 import time
 
 import torch
 
 from . import common
+from . import transfer
 
 
 class _Task:
@@ -31,7 +33,8 @@ class ReferenceRole:
     for the candidates.
     """
 
-    def __init__(self, max_tasks=4):
+    def __init__(self, max_tasks=4, channel=None):
+        self.channel = channel
         self.tasks = collections.OrderedDict()
         self.requests = {}  # key -> the load_task request, to reload an evicted task
         self.max_tasks = max_tasks
@@ -98,28 +101,62 @@ class ReferenceRole:
         return {"ok": True, "outputs": [common.describe(t) for t in outs_a], "degenerate": degenerate}
 
     def op_compare(self, req):
+        got = req["outputs"]
+        # Outputs handed over device to device arrive first, one descriptor
+        # each, on the channel; take them all before anything can fail.
+        fds = []
+        want_fds = sum(1 for g in got if g.get("vmm"))
+        if want_fds:
+            if self.channel is None:
+                return {"ok": False, "transport_failed": True, "error": "this worker has no descriptor channel"}
+            try:
+                fds = self.channel.receive(want_fds)
+            except transfer.TransferError as exc:
+                return {"ok": False, "transport_failed": True, "error": str(exc)}
+        try:
+            return self._compare_outputs(req, got, fds)
+        finally:
+            for fd in fds:
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+
+    def _compare_outputs(self, req, got, fds):
         task = self._task(req["key"])
         refs = self._reference(task, req["seed"])
-        got = req["outputs"]
         if len(got) != len(refs):
             return {"ok": True, "match": False, "error":
                     "the candidate returned %d outputs, the reference %d" % (len(got), len(refs))}
         result = {"ok": True, "match": True, "strict_match": True, "max_abs_error": 0.0,
                   "max_rel_error": 0.0, "error": ""}
+        next_fd = 0
         for j, (g, ref) in enumerate(zip(got, refs)):
+            fd = None
+            if g.get("vmm"):
+                fd, fds[next_fd] = fds[next_fd], None
+                next_fd += 1
             want = common.describe(ref)
             if g["dtype"] != want["dtype"]:
                 return _mismatch(result, "output %d has dtype %s, the reference %s" % (j, g["dtype"], want["dtype"]))
             if list(g["shape"]) != want["shape"]:
                 return _mismatch(result, "output %d has shape %s, the reference %s" % (j, g["shape"], want["shape"]))
-            try:
-                mapped = common.read_raw(g["path"], g["dtype"], g["shape"])
-                cand = mapped.to(task.device)
-                if cand.numel() and cand.data_ptr() == mapped.data_ptr():
-                    cand = cand.clone()  # never compare against memory the candidate can still write
-                del mapped
-            except Exception as exc:
-                return _mismatch(result, "output %d unreadable: %s" % (j, _one_line(exc)))
+            if fd is not None:
+                try:
+                    # Imported, copied into this process's memory, unmapped.
+                    cand = transfer.import_clone(fd, ref.dtype, want["shape"])
+                except transfer.TransferError as exc:
+                    return {"ok": False, "transport_failed": True, "error": "output %d: %s" % (j, exc)}
+            else:
+                try:
+                    mapped = common.read_raw(g["path"], g["dtype"], g["shape"])
+                    cand = mapped.to(task.device)
+                    if cand.numel() and cand.data_ptr() == mapped.data_ptr():
+                        cand = cand.clone()  # never compare against memory the candidate can still write
+                    del mapped
+                except Exception as exc:
+                    return _mismatch(result, "output %d unreadable: %s" % (j, _one_line(exc)))
             res = _compare(cand, ref, req["tolerance"])
             strict = _compare(cand, ref, req["strict"])
             result["max_abs_error"] = max(result["max_abs_error"], res["max_abs"])
@@ -133,6 +170,20 @@ class ReferenceRole:
                                      j, idx, res["got"], res["expected"], res["bad"], ref.numel(),
                                      res["atol"], res["rtol"], res["max_abs"]))
         return result
+
+    def op_baseline_prepare(self, req):
+        """Compiles a baseline and runs it once, untimed (torch.compile's cost
+        stays out of the timed request, which needs the device to itself)."""
+        task = self._task(req["key"])
+        if req["mode"] != "compile":
+            return {"ok": False, "error": "unknown baseline mode %r" % req["mode"]}
+        t0 = time.perf_counter()
+        if task.compiled is None:
+            task.compiled = torch.compile(task.model)
+        with torch.no_grad():
+            task.compiled(*common.make_inputs(task.module, req.get("seed", 0), task.device))
+        common.sync(task.device)
+        return {"ok": True, "compile_s": time.perf_counter() - t0}
 
     def op_baseline(self, req):
         task = self._task(req["key"])

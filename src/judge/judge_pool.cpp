@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -63,16 +64,29 @@ struct Baseline {
   json ToJson() const { return {{"median_ms", median_ms}, {"wall_ms", wall_ms}, {"gap_ms", gap_ms}}; }
 };
 
+// A trusted worker (role "reference") and what it has loaded.
+struct Trusted {
+  const char* name = "reference";
+  std::mutex mu;    // one request at a time
+  std::unique_ptr<Worker> w;
+  std::string scratch;
+  std::map<std::string, TaskInfo> tasks;  // task hash + tolerance -> info (valid for this worker)
+};
+
 struct DeviceState {
   std::string device;
   // Timing and baselines hold the device exclusively; correctness trials share
   // it with each other (never with a timing run).
   std::shared_mutex exec_mu;
-  std::mutex ref_mu;    // the reference worker serves one request at a time
-  std::unique_ptr<Worker> ref;
-  std::string ref_scratch;
+  // Two trusted workers: `ref` compares candidates' outputs with the
+  // reference; `base` compiles and times the baselines, so that a
+  // torch.compile of one task never holds up the comparisons of another.
+  Trusted ref, base;
+  // Candidate outputs reach the reference device to device (exported CUDA
+  // memory over the descriptor channel) until that fails once; files then.
+  std::atomic<bool> vmm{true};
+  std::atomic<int> vmm_failures{0};
   json env;             // versions and GPU name
-  std::map<std::string, TaskInfo> tasks;  // task hash + tolerance -> info (valid for this ref worker)
 
   std::mutex warm_mu;
   std::condition_variable warm_cv;
@@ -126,7 +140,8 @@ class JudgePool : public Judge {
       for (auto& t : st->threads) t.join();
       st->spawner.join();
       st->warm.clear();
-      if (st->ref) st->ref->Kill();
+      if (st->ref.w) st->ref.w->Kill();
+      if (st->base.w) st->base.w->Kill();
     }
     RemoveTree(cfg_.scratch_root);
   }
@@ -152,25 +167,25 @@ class JudgePool : public Judge {
   Status CheckTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) override {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
-    std::lock_guard<std::shared_mutex> exec(st->exec_mu);
-    std::lock_guard<std::mutex> ref(st->ref_mu);
-    return EnsureTask(st, task, opts, info);
+    std::shared_lock<std::shared_mutex> exec(st->exec_mu);
+    std::lock_guard<std::mutex> ref(st->ref.mu);
+    return EnsureTask(st, &st->ref, task, opts, info);
   }
 
   Status Trace(const TaskRef& task, const JudgeOptions& opts, json* graph) override {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
     JudgeOptions o = opts.Resolved();
-    std::lock_guard<std::shared_mutex> exec(st->exec_mu);
-    std::lock_guard<std::mutex> ref(st->ref_mu);
+    std::shared_lock<std::shared_mutex> exec(st->exec_mu);
+    std::lock_guard<std::mutex> ref(st->ref.mu);
     TaskInfo info;
-    Status s = EnsureTask(st, task, o, &info);
+    Status s = EnsureTask(st, &st->ref, task, o, &info);
     if (!s.ok()) return s;
-    Reply r = RefRequest(st, {{"op", "trace"}, {"key", task.hash}, {"seed", o.init_seed}}, o.compile_timeout_s);
+    Reply r = RefRequest(&st->ref, {{"op", "trace"}, {"key", task.hash}, {"seed", o.init_seed}}, o.compile_timeout_s);
     if (r.kind != Reply::kOk) {
       std::string why = "the reference " + std::string(r.kind == Reply::kTimeout ? "timed out" : "worker died") +
                         " while tracing (" + r.detail + ")";
-      st->ref.reset();
+      st->ref.w.reset();
       return Status::Error(why);
     }
     if (!r.body.value("ok", false)) return Status::Error(r.body.value("error", "cannot trace: unknown reason"));
@@ -182,10 +197,12 @@ class JudgePool : public Judge {
     DeviceState* st = Device(opts.device);
     if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
     JudgeOptions o = opts.Resolved();
-    std::lock_guard<std::shared_mutex> exec(st->exec_mu);
-    std::lock_guard<std::mutex> ref(st->ref_mu);
-    Status s = EnsureTask(st, task, o, info);
-    if (!s.ok() || !o.time) return s;
+    {
+      std::shared_lock<std::shared_mutex> exec(st->exec_mu);
+      std::lock_guard<std::mutex> ref(st->ref.mu);
+      Status s = EnsureTask(st, &st->ref, task, o, info);
+      if (!s.ok() || !o.time) return s;
+    }
     for (const auto& mode : o.baselines) {
       Baseline b;
       // A baseline that fails (torch.compile cannot handle the model, say)
@@ -310,27 +327,30 @@ class JudgePool : public Judge {
   }
 
   // ---- the reference worker -------------------------------------------
-  Status EnsureRef(DeviceState* st) {
-    if (st->ref && st->ref->alive()) return Status::Ok();
-    st->tasks.clear();
-    if (st->ref_scratch.empty()) st->ref_scratch = MakeTempDir(cfg_.scratch_root, "ref-");
+  Status EnsureTrusted(DeviceState* st, Trusted* t) {
+    if (t->w && t->w->alive()) return Status::Ok();
+    t->tasks.clear();
+    if (t->scratch.empty()) t->scratch = MakeTempDir(cfg_.scratch_root, std::string(t->name) + "-");
     WorkerConfig wc = BaseWorkerConfig(st->device, kTrusted);
-    wc.scratch = st->ref_scratch;
+    wc.scratch = t->scratch;
     std::string error;
-    st->ref = StartWorker(wc, &error);
-    if (!st->ref) return Status::Error(error);
-    Reply r = st->ref->Request({{"op", "hello"}, {"device", st->device}}, 120);
-    if (r.kind != Reply::kOk) return Status::Error("reference worker failed: " + r.detail);
-    st->env = r.body;
+    t->w = StartWorker(wc, &error);
+    if (!t->w) return Status::Error(error);
+    Reply r = t->w->Request({{"op", "hello"}, {"device", st->device}}, 120);
+    if (r.kind != Reply::kOk) return Status::Error(std::string(t->name) + " worker failed: " + r.detail);
+    {
+      std::lock_guard<std::mutex> lock(env_mu_);
+      st->env = r.body;
+    }
     if (st->device != "cpu" && !r.body.value("cuda_available", false)) {
       return Status::Error("no CUDA device visible to the judge for " + st->device);
     }
     return Status::Ok();
   }
 
-  Reply RefRequest(DeviceState* st, const json& req, double timeout) {
-    Reply r = st->ref->Request(req, timeout);
-    if (r.kind != Reply::kOk) st->tasks.clear();
+  Reply RefRequest(Trusted* t, const json& req, double timeout) {
+    Reply r = t->w->Request(req, timeout);
+    if (r.kind != Reply::kOk) t->tasks.clear();
     return r;
   }
 
@@ -339,37 +359,37 @@ class JudgePool : public Judge {
     return st->env.value("gpu", st->device);
   }
 
-  // Requires exec_mu and ref_mu.
-  Status EnsureTask(DeviceState* st, const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) {
-    Status s = EnsureRef(st);
+  // Requires t->mu (and a shared hold of exec_mu: the reference runs).
+  Status EnsureTask(DeviceState* st, Trusted* t, const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) {
+    Status s = EnsureTrusted(st, t);
     if (!s.ok()) return s;
     std::string key = task.hash + ":" + opts.tolerance;
-    auto it = st->tasks.find(key);
-    if (it != st->tasks.end()) {
+    auto it = t->tasks.find(key);
+    if (it != t->tasks.end()) {
       *info = it->second;
       return Status::Ok();
     }
     Tolerance tol;
     s = LookupTolerance(opts.tolerance, &tol);
     if (!s.ok()) return s;
-    std::string path = st->ref_scratch + "/task_" + task.hash.substr(0, 16) + ".py";
+    std::string path = t->scratch + "/task_" + task.hash.substr(0, 16) + ".py";
     if (!WriteFile(path, task.source)) return Status::Error("cannot write " + path);
-    Reply r = RefRequest(st, {{"op", "load_task"}, {"key", task.hash}, {"task", path}, {"device", LocalDevice(st)},
+    Reply r = RefRequest(t, {{"op", "load_task"}, {"key", task.hash}, {"task", path}, {"device", LocalDevice(st)},
                               {"init_seed", opts.init_seed}, {"probe_seeds", {101, 202}},
                               {"tolerance", tol.ToWorkerJson()}},
                          opts.compile_timeout_s);
     TaskInfo ti;
     if (r.kind != Reply::kOk) {
       ti.error = "the reference " + std::string(r.kind == Reply::kTimeout ? "timed out" : "worker died") + " (" +
-                 r.detail + ") " + FirstLine(Tail(st->ref->OutputTail(), 500));
-      st->ref.reset();
+                 r.detail + ") " + FirstLine(Tail(t->w->OutputTail(), 500));
+      t->w.reset();
     } else if (!r.body.value("ok", false)) {
       ti.error = r.body.value("error", "task failed");
     } else {
       ti.ok = true;
       ti.degenerate = r.body.value("degenerate", std::vector<std::string>{});
       ti.outputs_json = r.body.value("outputs", json::array()).dump();
-      st->tasks[key] = ti;
+      t->tasks[key] = ti;
     }
     *info = ti;
     if (!ti.ok) return Status::Error(task.name + ": " + ti.error);
@@ -404,11 +424,19 @@ class JudgePool : public Judge {
     return ComputeStats(v).median;
   }
 
-  // Requires exec_mu and ref_mu. Baselines are timed with the same loop as
-  // candidates, cached per task, device, torch version and timing protocol.
+  // Baselines are timed with the same loop as candidates, in the baseline
+  // worker, cached per task, device, torch version and timing protocol.
+  // torch.compile and its first call share the device; only the timed loop
+  // holds it alone. Requires nothing held (takes base.mu, then exec_mu).
   Status EnsureBaseline(DeviceState* st, const TaskRef& task, const JudgeOptions& o, const std::string& mode,
                         Baseline* out) {
-    json keyj = {{"task", task.hash}, {"mode", mode}, {"device", DeviceName(st)}, {"torch", st->env["torch"]},
+    std::lock_guard<std::mutex> base(st->base.mu);
+    std::string torch_version;
+    {
+      std::lock_guard<std::mutex> lock(env_mu_);
+      torch_version = st->env.value("torch", "");
+    }
+    json keyj = {{"task", task.hash}, {"mode", mode}, {"device", DeviceName(st)}, {"torch", torch_version},
                  {"warmup", o.warmup}, {"iters", o.iters}, {"sets", o.input_sets}, {"flush", o.flush_bytes},
                  {"init_seed", o.init_seed}};
     std::string key = Sha256Hex(keyj.dump());
@@ -424,22 +452,61 @@ class JudgePool : public Judge {
         }
       }
     }
+    Trusted* t = &st->base;
+    auto failed = [&](const Reply& r, const char* what) {
+      std::string why = r.kind == Reply::kOk ? r.body.value("error", "") : r.detail;
+      if (r.kind != Reply::kOk) t->w.reset();
+      return Status::Error(mode + " baseline failed" + what + ": " + FirstLine(why, 400));
+    };
+    {
+      std::shared_lock<std::shared_mutex> shared(st->exec_mu);
+      TaskInfo info;
+      Status s = EnsureTask(st, t, task, o, &info);
+      if (!s.ok()) return s;
+      if (mode != "eager") {
+        Reply r = RefRequest(t, {{"op", "baseline_prepare"}, {"key", task.hash}, {"mode", mode},
+                                 {"seed", o.init_seed + 17}},
+                             o.compile_timeout_s + o.run_timeout_s);
+        if (r.kind != Reply::kOk || !r.body.value("ok", false)) return failed(r, " to compile");
+      }
+    }
     unsigned long long seed0 = o.seed ? *o.seed : Rng()();
     seed0 %= (1ULL << 40);
     json req = TimingRequest(o, seed0, "baseline");
     req["key"] = task.hash;
     req["mode"] = mode;
-    Reply r = RefRequest(st, req, o.compile_timeout_s + o.run_timeout_s);
-    if (r.kind != Reply::kOk || !r.body.value("ok", false)) {
-      std::string why = r.kind == Reply::kOk ? r.body.value("error", "") : r.detail;
-      if (r.kind != Reply::kOk) st->ref.reset();
-      return Status::Error(mode + " baseline failed: " + FirstLine(why, 400));
+    Reply r;
+    {
+      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+      r = RefRequest(t, req, o.compile_timeout_s + o.run_timeout_s);
     }
+    if (r.kind != Reply::kOk || !r.body.value("ok", false)) return failed(r, "");
     out->median_ms = Median(r.body["stream_ms"]);
     out->gap_ms = MedianGap(r.body);
     out->wall_ms = r.seconds * 1000.0 - r.body.value("compile_s", 0.0) * 1000.0;
     cache_.Put("baselines", key, out->ToJson().dump());
     return Status::Ok();
+  }
+
+  // The task's baselines for a verdict; a baseline that fails (torch.compile
+  // cannot handle the model, say) is flagged on the verdict.
+  std::map<std::string, Baseline> Baselines(DeviceState* st, const TaskRef& task, const JudgeOptions& o,
+                                            Verdict* v) {
+    std::map<std::string, Baseline> out;
+    const double t0 = NowSeconds();
+    for (const auto& mode : o.baselines) {
+      Baseline b;
+      Status s = EnsureBaseline(st, task, o, mode, &b);
+      if (s.ok()) {
+        out[mode] = b;
+        v->baseline_ms[mode] = b.median_ms;
+      } else {
+        v->AddFlag("baseline_failed:" + mode);
+        v->error = s.message();
+      }
+    }
+    v->phases["baselines"] = NowSeconds() - t0;
+    return out;
   }
 
   // ---- one candidate ----------------------------------------------------
@@ -499,19 +566,60 @@ class JudgePool : public Judge {
     return v.HasFlag("harness_tampering") || v.HasFlag("background_threads");
   }
 
+  // A failed device-to-device hand-over sends that candidate's outputs
+  // through files; after three candidates failed, the whole device does
+  // (one candidate cannot switch it off for everyone).
+  void NoteVmmFailure(DeviceState* st, const std::string& why) {
+    if (++st->vmm_failures >= 3) DisableVmm(st, why);
+  }
+
+  void DisableVmm(DeviceState* st, const std::string& why) {
+    if (st->vmm.exchange(false)) {
+      std::fprintf(stderr, "judge: device-to-device output transfer on %s failed (%s); outputs go through files\n",
+                   st->device.c_str(), FirstLine(why, 300).c_str());
+    }
+  }
+
+  static void CloseAll(std::vector<int>* fds) {
+    for (int fd : *fds) close(fd);
+    fds->clear();
+  }
+
   // Compares one set of candidate outputs with the reference on `seed`.
-  // Returns false (and fills the verdict) on mismatch or failure.
+  // Outputs handed over device to device come with their descriptors (fds,
+  // taken from the candidate's channel), which are relayed to the reference
+  // first. Returns false (and fills the verdict) on mismatch or failure;
+  // *transport_failed says the reference could not import the outputs.
+  // Requires ref.mu.
   bool Compare(DeviceState* st, const TaskRef& task, const JudgeOptions& o, const Tolerance& tol,
-               const Tolerance& strict, unsigned long long seed, const json& outputs, Verdict* v, bool* strict_ok) {
-    Reply r = RefRequest(st, {{"op", "compare"}, {"key", task.hash}, {"seed", seed}, {"outputs", outputs},
+               const Tolerance& strict, unsigned long long seed, const json& outputs, std::vector<int>* fds,
+               Verdict* v, bool* strict_ok, bool* transport_failed) {
+    *transport_failed = false;
+    for (int fd : *fds) {
+      std::string err;
+      if (!st->ref.w->SendFd(fd, &err)) {
+        CloseAll(fds);
+        st->ref.w->DrainFds();
+        *transport_failed = true;
+        NoteVmmFailure(st, err);
+        return false;
+      }
+    }
+    CloseAll(fds);
+    Reply r = RefRequest(&st->ref, {{"op", "compare"}, {"key", task.hash}, {"seed", seed}, {"outputs", outputs},
                               {"tolerance", tol.ToWorkerJson()}, {"strict", strict.ToWorkerJson()}},
                          o.run_timeout_s);
+    if (r.kind == Reply::kOk && !r.body.value("ok", false) && r.body.value("transport_failed", false)) {
+      *transport_failed = true;
+      NoteVmmFailure(st, r.body.value("error", ""));
+      return false;
+    }
     if (r.kind != Reply::kOk || !r.body.value("ok", false)) {
       v->status = kStatusRuntimeError;
       v->AddFlag("reference_failed");
       v->error = "the reference failed while comparing: " +
                  (r.kind == Reply::kOk ? FirstLine(r.body.value("error", ""), 500) : r.detail);
-      if (r.kind != Reply::kOk) st->ref.reset();
+      if (r.kind != Reply::kOk) st->ref.w.reset();
       return false;
     }
     if (r.body.contains("max_abs_error") && r.body["max_abs_error"].is_number()) {
@@ -523,6 +631,22 @@ class JudgePool : public Judge {
       v->status = kStatusMismatch;
       v->error = r.body.value("error", "outputs differ");
       return false;
+    }
+    return true;
+  }
+
+  // Takes the descriptors of the outputs a reply announced as device to
+  // device from the candidate's channel, in order.
+  static bool TakeFds(Worker* w, const json& outputs, std::vector<int>* fds, std::string* error) {
+    if (!outputs.is_array()) return true;
+    for (const auto& out : outputs) {
+      if (!out.is_object() || !out.value("vmm", false)) continue;
+      int fd = w->RecvFd(10.0, error);
+      if (fd < 0) {
+        CloseAll(fds);
+        return false;
+      }
+      fds->push_back(fd);
     }
     return true;
   }
@@ -547,9 +671,9 @@ class JudgePool : public Judge {
     // The task: valid, and what its outputs look like (trusted worker).
     TaskInfo info;
     {
-      std::lock_guard<std::shared_mutex> exec(st->exec_mu);
-      std::lock_guard<std::mutex> ref(st->ref_mu);
-      res.status = EnsureTask(st, req.task, o, &info);
+      std::shared_lock<std::shared_mutex> exec(st->exec_mu);
+      std::lock_guard<std::mutex> ref(st->ref.mu);
+      res.status = EnsureTask(st, &st->ref, req.task, o, &info);
       if (!res.status.ok()) {
         res.bad_input = !info.error.empty();
         return res;
@@ -580,27 +704,6 @@ class JudgePool : public Judge {
       }
     }
 
-    // Baselines (trusted side, exclusive device, cached).
-    std::map<std::string, Baseline> baselines;
-    if (o.time) {
-      const double t_base = NowSeconds();
-      std::lock_guard<std::shared_mutex> exec(st->exec_mu);
-      std::lock_guard<std::mutex> ref(st->ref_mu);
-      for (const auto& mode : o.baselines) {
-        Baseline b;
-        Status s = EnsureTask(st, req.task, o, &info);
-        if (s.ok()) s = EnsureBaseline(st, req.task, o, mode, &b);
-        if (s.ok()) {
-          baselines[mode] = b;
-          v.baseline_ms[mode] = b.median_ms;
-        } else {
-          v.AddFlag("baseline_failed:" + mode);
-          v.error = s.message();
-        }
-      }
-      v.phases["baselines"] = NowSeconds() - t_base;
-    }
-
     // A warm candidate worker of its own.
     WarmWorker ww;
     std::string err;
@@ -618,7 +721,7 @@ class JudgePool : public Judge {
     WriteFile(task_file, req.task.source);
     const unsigned long long seed0 = (o.seed ? *o.seed : Rng()()) % (1ULL << 40);
 
-    RunCandidate(st, req, o, tol, strict, info, baselines, w, cand_file, task_file, out_dir, seed0, &v);
+    RunCandidate(st, req, o, tol, strict, info, w, cand_file, task_file, out_dir, seed0, &v);
 
     v.output_tail = Tail(w->OutputTail(), 4000);
     ww.worker->Kill();
@@ -641,8 +744,7 @@ class JudgePool : public Judge {
   }
 
   void RunCandidate(DeviceState* st, const EvalRequest& req, const JudgeOptions& o, const Tolerance& tol,
-                    const Tolerance& strict, const TaskInfo& info, const std::map<std::string, Baseline>& baselines,
-                    Worker* w, const std::string& cand_file, const std::string& task_file, const std::string& out_dir,
+                    const Tolerance& strict, const TaskInfo& info, Worker* w, const std::string& cand_file, const std::string& task_file, const std::string& out_dir,
                     unsigned long long seed0, Verdict* v) {
     (void)info;
     const std::string cand_hash = Sha256Hex(req.candidate_source);
@@ -676,7 +778,7 @@ class JudgePool : public Judge {
     phase("wait");
     auto ensure = [&]() -> bool {
       TaskInfo again;
-      Status s = EnsureTask(st, req.task, o, &again);
+      Status s = EnsureTask(st, &st->ref, req.task, o, &again);
       if (!s.ok()) {
         v->status = kStatusRuntimeError;
         v->AddFlag("reference_failed");
@@ -686,55 +788,116 @@ class JudgePool : public Judge {
       return true;
     };
     {
-      std::lock_guard<std::mutex> ref(st->ref_mu);
+      std::lock_guard<std::mutex> ref(st->ref.mu);
       if (!ensure()) return;
     }
     bool strict_ok = true;
     json gpu_kernels = json::array();
     json launched = json::array();
+    bool use_vmm = o.cuda() && load.body.value("vmm", false);
+    // Sends one request that produces outputs (a trial, or `final` for the
+    // last timed call), checks its reply with `check`, and has the reference
+    // compare the outputs. Outputs go device to device where both sides can;
+    // if that fails, this candidate's outputs go through files from then on
+    // and the request is repeated. Returns false with the verdict filled.
+    auto deliver = [&](json wreq, const std::string& phase, bool is_final, std::shared_lock<std::shared_mutex>* held,
+                       const std::function<bool(const Reply&)>& check) -> bool {
+      for (int attempt = 0;; ++attempt) {
+        const bool vmm = use_vmm && st->vmm.load();
+        wreq["transport"] = vmm ? "vmm" : "file";
+        w->DrainFds();  // nothing sent before the request belongs to it
+        Reply r = w->Request(wreq, o.run_timeout_s);
+        // Trials share the device: a candidate that ran out of device memory
+        // next to others gets the same trial again with the device to itself.
+        if (!is_final && held && o.cuda() && r.kind == Reply::kOk && !r.body.value("ok", true) &&
+            r.body.value("error", "").find("out of memory") != std::string::npos) {
+          w->DrainFds();
+          held->unlock();
+          {
+            std::lock_guard<std::shared_mutex> alone(st->exec_mu);
+            r = w->Request(wreq, o.run_timeout_s);
+          }
+          held->lock();
+        }
+        if (vmm && attempt == 0 && r.kind == Reply::kOk && !r.body.value("ok", true) &&
+            r.body.value("transport_failed", false)) {
+          w->DrainFds();
+          use_vmm = false;
+          NoteVmmFailure(st, r.body.value("error", ""));
+          continue;
+        }
+        if (!Usable(r, phase, o.run_timeout_s, w, v) || !check(r)) {
+          w->DrainFds();
+          return false;
+        }
+        const json& body = is_final ? r.body["final"] : r.body;
+        const json outputs = body.value("outputs", json::array());
+        const unsigned long long seed = is_final ? body.value("seed", 0ULL) : wreq.value("seed", 0ULL);
+        std::vector<int> fds;
+        std::string err;
+        if (!TakeFds(w, outputs, &fds, &err)) {
+          v->status = kStatusCrashed;
+          v->AddFlag("protocol_violation");
+          v->error = err + " during " + phase;
+          return false;
+        }
+        w->DrainFds();  // anything beyond what the reply announced is dropped
+        bool same, transport_failed = false;
+        {
+          std::lock_guard<std::mutex> ref(st->ref.mu);
+          if (!ensure()) {
+            CloseAll(&fds);
+            return false;
+          }
+          same = Compare(st, req.task, o, tol, strict, seed, outputs, &fds, v, &strict_ok, &transport_failed);
+        }
+        if (transport_failed) {
+          use_vmm = false;
+          if (attempt == 0) continue;
+          v->status = kStatusRuntimeError;
+          v->AddFlag("reference_failed");
+          v->error = "the outputs could not be handed to the reference during " + phase;
+          return false;
+        }
+        std::error_code ec;
+        bool any_file = false;
+        for (auto& f : outputs) {
+          if (f.is_object() && f.contains("path")) {
+            any_file = true;
+            fs::remove(f.value("path", ""), ec);
+          }
+        }
+        // "file" once any output of the candidate went through a file.
+        if (any_file || v->output_transfer.empty()) v->output_transfer = any_file ? "file" : "device";
+        return same;
+      }
+    };
     auto trials = [&](int count, unsigned long long base, int index0,
                       std::shared_lock<std::shared_mutex>* held) -> bool {
       for (int k = 0; k < count; ++k) {
         unsigned long long seed = base + static_cast<unsigned long long>(k);
         bool profile = o.cuda() && index0 == 0 && k == 0;
         json treq = {{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir}, {"profile", profile}};
-        Reply r = w->Request(treq, o.run_timeout_s);
-        // Trials share the device: a candidate that ran out of device memory
-        // next to others gets the same trial again with the device to itself.
-        if (o.cuda() && r.kind == Reply::kOk && !r.body.value("ok", true) &&
-            r.body.value("error", "").find("out of memory") != std::string::npos) {
-          held->unlock();
-          {
-            std::lock_guard<std::shared_mutex> alone(st->exec_mu);
-            r = w->Request(treq, o.run_timeout_s);
+        auto check = [&](const Reply& r) -> bool {
+          if (Rejected(*v)) {
+            v->status = kStatusRejected;
+            return false;
           }
-          held->lock();
-        }
-        if (!Usable(r, "correctness trial " + std::to_string(index0 + k + 1), o.run_timeout_s, w, v)) return false;
-        if (Rejected(*v)) {
-          v->status = kStatusRejected;
-          return false;
-        }
-        if (r.body.contains("gpu_kernels")) gpu_kernels = r.body["gpu_kernels"];
-        launched = r.body.value("launched", json::array());
-        auto mutated = r.body.value("inputs_mutated", std::vector<int>{});
-        if (!mutated.empty()) {
-          v->status = kStatusRejected;
-          v->AddFlag("inputs_mutated");
-          v->error = "the candidate modified its input tensor(s) in place (input " + std::to_string(mutated[0]) + ")";
-          return false;
-        }
-        bool same;
-        {
-          std::lock_guard<std::mutex> ref(st->ref_mu);
-          same = ensure() && Compare(st, req.task, o, tol, strict, seed, r.body["outputs"], v, &strict_ok);
-        }
-        if (!same) {
+          if (r.body.contains("gpu_kernels")) gpu_kernels = r.body["gpu_kernels"];
+          launched = r.body.value("launched", json::array());
+          auto mutated = r.body.value("inputs_mutated", std::vector<int>{});
+          if (!mutated.empty()) {
+            v->status = kStatusRejected;
+            v->AddFlag("inputs_mutated");
+            v->error = "the candidate modified its input tensor(s) in place (input " + std::to_string(mutated[0]) + ")";
+            return false;
+          }
+          return true;
+        };
+        if (!deliver(treq, "correctness trial " + std::to_string(index0 + k + 1), false, held, check)) {
           if (v->status == kStatusMismatch) v->error = "trial " + std::to_string(index0 + k + 1) + ": " + v->error;
           return false;
         }
-        std::error_code ec;
-        for (auto& f : r.body["outputs"]) fs::remove(f.value("path", ""), ec);
       }
       return true;
     };
@@ -777,11 +940,17 @@ class JudgePool : public Judge {
     v->status = kStatusOk;
     if (!o.time) return;
 
+    // Baselines (cached per task): measured here, after the trials, so that
+    // compiling them overlaps this candidate's own compilation and trials.
+    shared.unlock();
+    const double t_base = NowSeconds();
+    const std::map<std::string, Baseline> baselines = Baselines(st, req.task, o, v);
+    t_phase += NowSeconds() - t_base;
+
     // 4. Timing, then a check that the timed calls computed the right thing.
     //    The timed loop holds the device exclusively, and the parent's clock
     //    covers that request alone; the last timed output is written (and
     //    compared) afterwards.
-    shared.unlock();
     Reply tr;
     {
       std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
@@ -795,19 +964,17 @@ class JudgePool : public Judge {
       v->status = kStatusRejected;
       return;
     }
-    Reply fr = w->Request({{"op", "final"}, {"out_dir", out_dir}}, o.run_timeout_s);
-    if (!Usable(fr, "writing the timed output", o.run_timeout_s, w, v)) return;
-    if (Rejected(*v)) {
-      v->status = kStatusRejected;
-      return;
-    }
-    const json& final_out = fr.body["final"];
     bool final_same;
     {
       std::shared_lock<std::shared_mutex> again(st->exec_mu);
-      std::lock_guard<std::mutex> ref(st->ref_mu);
-      final_same = ensure() &&
-                   Compare(st, req.task, o, tol, strict, final_out.value("seed", 0ULL), final_out["outputs"], v, &strict_ok);
+      auto check = [&](const Reply&) -> bool {
+        if (Rejected(*v)) {
+          v->status = kStatusRejected;
+          return false;
+        }
+        return true;
+      };
+      final_same = deliver({{"op", "final"}, {"out_dir", out_dir}}, "writing the timed output", true, nullptr, check);
     }
     if (!final_same) {
       if (v->status == kStatusMismatch) {
@@ -887,6 +1054,7 @@ class JudgePool : public Judge {
   JudgeCache cache_;
   std::map<std::string, std::unique_ptr<DeviceState>> devices_;
   std::atomic<bool> stop_{false};
+  std::mutex env_mu_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -95,8 +96,8 @@ std::string MakePidsCgroup(long max_pids, long long max_bytes, bool* v2_memory) 
 constexpr char kReportProc = 1, kReportReadOnly = 2;
 
 [[noreturn]] void ChildMain(char* const* argv, char* const* envp, const char* cwd, char* const* writable,
-                            int in_fd, int out_fd, int err_fd, int proto_fd, int sync_fd, int report_fd,
-                            const SandboxLimits& lim, bool in_ns) {
+                            int in_fd, int out_fd, int err_fd, int proto_fd, int channel_fd, int sync_fd,
+                            int report_fd, const SandboxLimits& lim, bool in_ns) {
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Wait until the parent has placed us in the cgroup (or given up on one).
@@ -105,11 +106,12 @@ constexpr char kReportProc = 1, kReportReadOnly = 2;
   }
   close(sync_fd);
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
-  if (proto_fd == 3) {
-    fcntl(3, F_SETFD, 0);
-  } else if (dup2(proto_fd, 3) < 0) {
-    _exit(126);
-  }
+  // The protocol pipe becomes fd 3 and the descriptor channel fd 4; both go
+  // through fresh numbers first so that neither overwrites the other.
+  int p = fcntl(proto_fd, F_DUPFD_CLOEXEC, 10);
+  int c = channel_fd >= 0 ? fcntl(channel_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  if (p < 0 || dup2(p, 3) < 0) _exit(126);
+  if (c >= 0 && dup2(c, 4) < 0) _exit(126);
   char report = 0;
   if (in_ns) {
     // A private mount table and a /proc that shows only this namespace.
@@ -142,8 +144,9 @@ constexpr char kReportProc = 1, kReportReadOnly = 2;
   }
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   // Nothing the parent held (its own inherited descriptors) reaches the child.
-  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
-    for (int fd = 4; fd < lim.max_open_files && fd < 65536; ++fd) close(fd);
+  const unsigned first = channel_fd >= 0 ? 5U : 4U;
+  if (syscall(SYS_close_range, first, ~0U, 0U) != 0) {
+    for (int fd = static_cast<int>(first); fd < lim.max_open_files && fd < 65536; ++fd) close(fd);
   }
   execve(argv[0], argv, envp);
   _exit(127);
@@ -209,6 +212,11 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
     *error = std::string("pipe: ") + strerror(errno);
     return nullptr;
   }
+  int chan[2] = {-1, -1};
+  if (spec.channel && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chan) != 0) {
+    *error = std::string("socketpair: ") + strerror(errno);
+    return nullptr;
+  }
 
   std::unique_ptr<SandboxProcess> p(new SandboxProcess());
   bool in_ns = false;
@@ -217,7 +225,7 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
     pid = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
     if (pid == 0) {
       ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
-                sync[0], rep[1], spec.limits, true);
+                chan[1], sync[0], rep[1], spec.limits, true);
     }
     in_ns = pid > 0;
   }
@@ -225,7 +233,7 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
     pid = fork();
     if (pid == 0) {
       ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
-                sync[0], rep[1], spec.limits, false);
+                chan[1], sync[0], rep[1], spec.limits, false);
     }
   }
   close(in[0]);
@@ -234,7 +242,9 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
   close(proto[1]);
   close(sync[0]);
   close(rep[1]);
+  if (chan[1] >= 0) close(chan[1]);
   if (pid < 0) {
+    if (chan[0] >= 0) close(chan[0]);
     *error = std::string("fork: ") + strerror(errno);
     close(in[1]);
     close(out[0]);
@@ -247,6 +257,7 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
   p->pid_ = pid;
   p->in_fd_ = in[1];
   p->proto_fd_ = proto[0];
+  p->channel_fd_ = chan[0];
   p->out_fd_ = out[0];
   p->err_fd_ = err[0];
   p->isolation_ = in_ns ? "namespaces" : "process-group";
@@ -290,6 +301,7 @@ SandboxProcess::~SandboxProcess() {
   }
   CloseFd(in_fd_);
   CloseFd(proto_fd_);
+  CloseFd(channel_fd_);
   CloseFd(out_fd_);
   CloseFd(err_fd_);
 }

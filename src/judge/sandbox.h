@@ -36,7 +36,17 @@ struct SpawnSpec {
   // these folders (and separate mounts such as /dev and /dev/shm).
   std::vector<std::string> writable;
   SandboxLimits limits;
+  // A Unix socket (SOCK_SEQPACKET) to the parent as the child's fd 4, for
+  // passing file descriptors (docs/worker-protocol.md, "descriptor channel").
+  bool channel = false;
 };
+
+// One descriptor per message over a descriptor channel (a Unix socket).
+// SendFdOver keeps the caller's fd open; RecvFdOver waits at most timeout_s
+// and returns -1 (saying why) when nothing arrives, closing any extras.
+// Defined in worker.cpp.
+bool SendFdOver(int sock, int fd, std::string* error);
+int RecvFdOver(int sock, double timeout_s, std::string* error);
 
 // A started child. Descriptors are the parent's ends of the pipes:
 // in (child's stdin), proto (child's fd 3), out and err (child's 1 and 2).
@@ -50,6 +60,7 @@ class SandboxProcess {
   int proto_fd() const { return proto_fd_; }
   int out_fd() const { return out_fd_; }
   int err_fd() const { return err_fd_; }
+  int channel_fd() const { return channel_fd_; }  // -1 without a channel
   // "namespaces+readonly-fs+pids-cgroup", "process-group", ...
   const std::string& isolation() const { return isolation_; }
 
@@ -72,7 +83,7 @@ class SandboxProcess {
   void ReadOomEvents();
 
   pid_t pid_ = -1;
-  int in_fd_ = -1, proto_fd_ = -1, out_fd_ = -1, err_fd_ = -1;
+  int in_fd_ = -1, proto_fd_ = -1, out_fd_ = -1, err_fd_ = -1, channel_fd_ = -1;
   std::string isolation_;
   std::string cgroup_dir_;      // pids (and on cgroup v2 also memory)
   std::string mem_cgroup_dir_;  // memory, on cgroup v1

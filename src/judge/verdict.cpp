@@ -38,6 +38,7 @@ nlohmann::json Verdict::ToJson() const {
   j["env"] = env;
   j["protocol"] = protocol;
   j["isolation"] = isolation;
+  if (!output_transfer.empty()) j["output_transfer"] = output_transfer;
   j["output_tail"] = output_tail;
   j["judge_seconds"] = judge_seconds;
   j["phases"] = phases;
@@ -74,6 +75,7 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
   v.env = j.value("env", nlohmann::json::object());
   v.protocol = j.value("protocol", nlohmann::json::object());
   v.isolation = j.value("isolation", "");
+  v.output_transfer = j.value("output_transfer", "");
   v.output_tail = j.value("output_tail", "");
   v.judge_seconds = j.value("judge_seconds", 0.0);
   if (j.contains("phases") && j["phases"].is_object()) v.phases = j["phases"].get<std::map<std::string, double>>();

@@ -43,6 +43,7 @@ struct Verdict {
   nlohmann::json env;                     // torch, triton, python versions
   nlohmann::json protocol;
   std::string isolation;
+  std::string output_transfer;  // how outputs reached the reference: "device" or "file" (empty: none did)
   std::string output_tail;
   double judge_seconds = 0;
   std::map<std::string, double> phases;   // seconds: load, wait (for the device), trials, timing

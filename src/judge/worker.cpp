@@ -1,6 +1,8 @@
 #include "judge/worker.h"
 
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +33,7 @@ std::map<std::string, std::string> WorkerEnvironment(const WorkerConfig& cfg) {
   env["HOME"] = cfg.scratch;
   env["TMPDIR"] = cfg.scratch;
   env["ADAEXPLORE_PROTO_FD"] = "3";
+  env["ADAEXPLORE_CHANNEL_FD"] = "4";
   env["ADAEXPLORE_THREADS"] = std::to_string(cfg.threads);
   env["OMP_NUM_THREADS"] = std::to_string(cfg.threads);
   env["TRITON_CACHE_DIR"] = cfg.cache_dir + "/triton";
@@ -71,12 +74,106 @@ std::unique_ptr<Worker> Worker::Start(const WorkerConfig& cfg, std::string* erro
   spec.cwd = cfg.scratch;
   spec.writable = {cfg.scratch, cfg.cache_dir};
   spec.limits = cfg.limits;
+  spec.channel = true;
   w->proc_ = SandboxProcess::Spawn(spec, error);
   if (!w->proc_) return nullptr;
   return w;
 }
 
 Worker::~Worker() { Kill(); }
+
+bool SendFdOver(int sock, int fd, std::string* error) {
+  if (sock < 0) {
+    *error = "no descriptor channel";
+    return false;
+  }
+  char byte = 'f';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    *error = std::string("sending a descriptor to the worker failed: ") + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+int RecvFdOver(int sock, double timeout_s, std::string* error) {
+  if (sock < 0) {
+    *error = "no descriptor channel";
+    return -1;
+  }
+  pollfd pfd{sock, POLLIN, 0};
+  int pr;
+  do {
+    pr = poll(&pfd, 1, static_cast<int>(timeout_s * 1000));
+  } while (pr < 0 && errno == EINTR);
+  if (pr <= 0) {
+    *error = "no descriptor arrived within " + std::to_string(timeout_s) + " s";
+    return -1;
+  }
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  int fd = -1;
+  for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (fd < 0) {
+        fd = got;
+      } else {
+        close(got);  // one descriptor per message; extras are dropped
+      }
+    }
+  }
+  if (fd < 0) *error = n > 0 ? "a message on the descriptor channel carried no descriptor" : "the descriptor channel closed";
+  return fd;
+}
+
+bool Worker::SendFd(int fd, std::string* error) { return SendFdOver(proc_ ? proc_->channel_fd() : -1, fd, error); }
+
+int Worker::RecvFd(double timeout_s, std::string* error) {
+  return RecvFdOver(proc_ ? proc_->channel_fd() : -1, timeout_s, error);
+}
+
+int Worker::DrainFds() {
+  int dropped = 0;
+  std::string ignored;
+  while (proc_ && proc_->channel_fd() >= 0) {
+    pollfd pfd{proc_->channel_fd(), POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN)) break;
+    int fd = RecvFd(0, &ignored);
+    if (fd < 0) break;
+    close(fd);
+    ++dropped;
+  }
+  return dropped;
+}
 
 void Worker::Kill() {
   if (!proc_) return;

@@ -47,6 +47,13 @@ class Worker {
   Reply WaitReady(double timeout_s);
   Reply Request(const nlohmann::json& req, double timeout_s);
 
+  // The descriptor channel (docs/worker-protocol.md): one descriptor per
+  // message. RecvFd returns -1 (and says why) when none arrives in time;
+  // DrainFds closes whatever is pending and returns how many there were.
+  bool SendFd(int fd, std::string* error);
+  int RecvFd(double timeout_s, std::string* error);
+  int DrainFds();
+
   void Kill();
   bool alive() const { return alive_; }
   const std::string& isolation() const { return proc_->isolation(); }

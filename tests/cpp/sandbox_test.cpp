@@ -1050,5 +1050,75 @@ TEST_F(SandboxNsTest, KillingTheFirstProcessEndsTheNamespace) {
   EXPECT_TRUE(SandboxMembers(p->pid(), ns_link).empty());
 }
 
+// ------------------------------------------------------------------ descriptor channel
+
+std::string ChannelPython() {
+  const char* p = getenv("ADAEXPLORE_PYTHON");
+  return (p && *p) ? p : "python3";
+}
+
+TEST_P(SandboxTest, DescriptorChannelPassesDescriptorsBothWays) {
+  // The child reads from the descriptor it is sent and answers with a pipe
+  // of its own holding the text upper-cased.
+  SpawnSpec s = Sh("", ns());
+  s.argv = {ChannelPython(), "-c",
+            "import os, socket\n"
+            "s = socket.socket(fileno=4)\n"
+            "_, fds, _, _ = socket.recv_fds(s, 1, 1)\n"
+            "data = os.pread(fds[0], 100, 0)\n"
+            "r, w = os.pipe(); os.write(w, data.upper()); os.close(w)\n"
+            "socket.send_fds(s, [b'f'], [r])\n"
+            "print('sent')\n"};
+  s.channel = true;
+  auto p = Spawn(s);
+  ASSERT_TRUE(p);
+  ASSERT_GE(p->channel_fd(), 0);
+  std::string path = dir_ + "/payload.txt";
+  ASSERT_TRUE(WriteFile(path, "hello channel"));
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::string err;
+  ASSERT_TRUE(SendFdOver(p->channel_fd(), fd, &err)) << err;
+  close(fd);
+  int back = RecvFdOver(p->channel_fd(), 20, &err);
+  ASSERT_GE(back, 0) << err;
+  char buf[64] = {};
+  ssize_t n = read(back, buf, sizeof buf - 1);
+  close(back);
+  EXPECT_EQ(std::string(buf, n > 0 ? n : 0), "HELLO CHANNEL");
+  RunResult r = Collect(*p, 20);
+  EXPECT_EQ(r.out, "sent\n") << r.err;
+  EXPECT_EQ(r.exit, "exited with code 0") << r.err;
+}
+
+TEST_P(SandboxTest, NoChannelMeansNoDescriptorFour) {
+  SpawnSpec s = Sh("", ns());
+  s.argv = {ChannelPython(), "-c",
+            "import os\n"
+            "try:\n    os.fstat(4); print('open')\nexcept OSError:\n    print('closed')\n"};
+  auto p = Spawn(s);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->channel_fd(), -1);
+  std::string err;
+  EXPECT_EQ(RecvFdOver(p->channel_fd(), 0.1, &err), -1);
+  EXPECT_FALSE(err.empty());
+  EXPECT_EQ(Collect(*p, 20).out, "closed\n");
+}
+
+TEST_P(SandboxTest, RecvFdTimesOutWhenNothingIsSent) {
+  SpawnSpec s = Sh("", ns());
+  s.argv = {ChannelPython(), "-c", "import time; time.sleep(2)"};
+  s.channel = true;
+  auto p = Spawn(s);
+  ASSERT_TRUE(p);
+  std::string err;
+  double t0 = NowSeconds();
+  EXPECT_EQ(RecvFdOver(p->channel_fd(), 0.3, &err), -1);
+  EXPECT_LT(NowSeconds() - t0, 1.5);
+  EXPECT_TRUE(Contains(err, "no descriptor arrived")) << err;
+  p->Kill();
+  p->Wait();
+}
+
 }  // namespace
 }  // namespace ax
