@@ -78,10 +78,12 @@ struct DeviceState {
   // Timing and baselines hold the device exclusively; correctness trials share
   // it with each other (never with a timing run).
   std::shared_mutex exec_mu;
-  // Two trusted workers: `ref` compares candidates' outputs with the
-  // reference; `base` compiles and times the baselines, so that a
-  // torch.compile of one task never holds up the comparisons of another.
-  Trusted ref, base;
+  // Trusted workers: `ref` compares candidates' outputs with the reference;
+  // `bases` compile and time the baselines (a task always goes to the same
+  // one), so that a torch.compile of one task never holds up the
+  // comparisons, and several tasks compile at once.
+  Trusted ref;
+  std::vector<std::unique_ptr<Trusted>> bases;
   // Candidate outputs reach the reference device to device (exported CUDA
   // memory over the descriptor channel) until that fails once; files then.
   std::atomic<bool> vmm{true};
@@ -94,12 +96,14 @@ struct DeviceState {
   std::string spawn_error;
   int target = 2;
   int spawned = 0;
+  int starting = 0;  // workers being started now
+  bool limit_reached = false;  // max_spawns workers were started
 
   std::mutex jobs_mu;
   std::condition_variable jobs_cv;
   std::deque<std::pair<EvalRequest, std::promise<EvalResult>>> jobs;
   std::vector<std::thread> threads;
-  std::thread spawner;
+  std::vector<std::thread> spawners;  // workers start in parallel: a start (imports) takes seconds
 };
 
 std::mt19937_64& Rng() {
@@ -121,11 +125,16 @@ class JudgePool : public Judge {
       auto st = std::make_unique<DeviceState>();
       st->device = d;
       st->target = std::max(1, cfg_.workers_per_device);
+      const int nbases = std::clamp(st->target / 2, 1, 3);
+      for (int i = 0; i < nbases; ++i) {
+        st->bases.push_back(std::make_unique<Trusted>());
+        st->bases.back()->name = "baseline";
+      }
       devices_[d] = std::move(st);
     }
     for (auto& [name, st] : devices_) {
       DeviceState* s = st.get();
-      s->spawner = std::thread([this, s] { SpawnLoop(s); });
+      for (int i = 0; i < s->target; ++i) s->spawners.emplace_back([this, s] { SpawnLoop(s); });
       for (int i = 0; i < s->target; ++i) s->threads.emplace_back([this, s] { JobLoop(s); });
     }
   }
@@ -138,10 +147,12 @@ class JudgePool : public Judge {
     }
     for (auto& [name, st] : devices_) {
       for (auto& t : st->threads) t.join();
-      st->spawner.join();
+      for (auto& t : st->spawners) t.join();
       st->warm.clear();
       if (st->ref.w) st->ref.w->Kill();
-      if (st->base.w) st->base.w->Kill();
+      for (auto& b : st->bases) {
+        if (b->w) b->w->Kill();
+      }
     }
     RemoveTree(cfg_.scratch_root);
   }
@@ -250,15 +261,18 @@ class JudgePool : public Judge {
     while (!stop_) {
       {
         std::unique_lock<std::mutex> lock(st->warm_mu);
-        st->warm_cv.wait(lock, [&] { return stop_ || static_cast<int>(st->warm.size()) < st->target; });
+        st->warm_cv.wait(lock, [&] {
+          return stop_ || static_cast<int>(st->warm.size()) + st->starting < st->target;
+        });
         if (stop_) return;
         if (cfg_.max_spawns >= 0 && st->spawned >= cfg_.max_spawns) {
-          st->spawn_error = "this judge pool starts at most " + std::to_string(cfg_.max_spawns) + " candidate workers";
+          st->limit_reached = true;
           st->warm_cv.notify_all();
           st->warm_cv.wait(lock, [&] { return stop_.load(); });
           return;
         }
         ++st->spawned;
+        ++st->starting;
       }
       WorkerConfig wc = BaseWorkerConfig(st->device, kCandidate);
       wc.scratch = MakeTempDir(cfg_.scratch_root, "cand-");
@@ -272,6 +286,7 @@ class JudgePool : public Judge {
       bool failed = !w;
       {
         std::lock_guard<std::mutex> lock(st->warm_mu);
+        --st->starting;
         if (w) {
           st->warm.push_back({std::move(w), wc.scratch});
           st->spawn_error.clear();
@@ -290,7 +305,12 @@ class JudgePool : public Judge {
     std::unique_lock<std::mutex> lock(st->warm_mu);
     double deadline = NowSeconds() + cfg_.worker_start_timeout_s;
     while (st->warm.empty()) {
-      if (!st->spawn_error.empty()) {
+      // An error counts once nothing is still starting that could become ready.
+      if (st->starting == 0 && st->limit_reached) {
+        *error = "this judge pool starts at most " + std::to_string(cfg_.max_spawns) + " candidate workers";
+        return false;
+      }
+      if (!st->spawn_error.empty() && st->starting == 0) {
         *error = st->spawn_error;
         return false;
       }
@@ -427,10 +447,11 @@ class JudgePool : public Judge {
   // Baselines are timed with the same loop as candidates, in the baseline
   // worker, cached per task, device, torch version and timing protocol.
   // torch.compile and its first call share the device; only the timed loop
-  // holds it alone. Requires nothing held (takes base.mu, then exec_mu).
+  // holds it alone. Requires nothing held (takes the task's baseline worker, then exec_mu).
   Status EnsureBaseline(DeviceState* st, const TaskRef& task, const JudgeOptions& o, const std::string& mode,
                         Baseline* out) {
-    std::lock_guard<std::mutex> base(st->base.mu);
+    Trusted* t = st->bases[std::hash<std::string>{}(task.hash) % st->bases.size()].get();
+    std::lock_guard<std::mutex> base(t->mu);
     std::string torch_version;
     {
       std::lock_guard<std::mutex> lock(env_mu_);
@@ -452,7 +473,6 @@ class JudgePool : public Judge {
         }
       }
     }
-    Trusted* t = &st->base;
     auto failed = [&](const Reply& r, const char* what) {
       std::string why = r.kind == Reply::kOk ? r.body.value("error", "") : r.detail;
       if (r.kind != Reply::kOk) t->w.reset();
@@ -707,10 +727,12 @@ class JudgePool : public Judge {
     // A warm candidate worker of its own.
     WarmWorker ww;
     std::string err;
+    const double t_warm = NowSeconds();
     if (!TakeWarm(st, &ww, &err)) {
       res.status = Status::Error(err);
       return res;
     }
+    v.phases["warm_wait"] = NowSeconds() - t_warm;
     Worker* w = ww.worker.get();
     v.isolation = w->isolation();
     std::string cand_file = ww.scratch + "/candidate.py";
@@ -1007,13 +1029,27 @@ class JudgePool : public Judge {
     v->timing.stdev_ms = use.stdev;
     v->timing.n = static_cast<int>(use.n);
     double runtime = use.median;
+    // The worker's own clock per call (captured before candidate code ran;
+    // the guard flags a replaced clock) bounds what the events may claim.
+    std::vector<double> host;
+    for (auto& x : tr.body["host_ms"]) host.push_back(x.get<double>());
+    const double host_median = host.empty() ? 0.0 : ComputeStats(host).median;
+    if (o.cuda() && host_median > 0 && runtime < 0.5 * host_median - 0.05) {
+      v->AddFlag("timing_inconsistent");
+      runtime = host_median;
+    }
     // The parent's clock: the same loop around the eager baseline took
-    // wall_e; the difference per call bounds what the candidate's events may claim.
+    // wall_e; the difference per call bounds what the candidate's times may
+    // claim. A single scheduling stall of the worker would move a per-call
+    // figure of a short kernel a lot, so the bound allows 100 ms plus 10% of
+    // the baseline's wall time before it applies.
     if (baselines.count("eager")) {
       const Baseline& e = baselines.at("eager");
       double calls = static_cast<double>(o.warmup + o.iters);
-      double est = e.median_ms + (tr.seconds * 1000.0 - e.wall_ms) / calls;
-      v->host_ms = std::max(0.0, est);
+      double extra = tr.seconds * 1000.0 - e.wall_ms;
+      v->host_ms = std::max(0.0, e.median_ms + extra / calls);
+      double slack = 100.0 + 0.1 * e.wall_ms;
+      double est = e.median_ms + std::max(0.0, extra - slack) / calls;
       if (runtime < 0.5 * est - 0.05) {
         v->AddFlag("timing_inconsistent");
         runtime = est;
