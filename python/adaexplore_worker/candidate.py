@@ -136,6 +136,10 @@ class CandidateRole:
         except transfer.TransferError as exc:
             return {"ok": False, "status": "internal", "error": "output transfer failed: %s" % exc,
                     "transport_failed": True}
+        nbytes = sum(t.numel() * t.element_size() for t in outs)
+        del out, outs, inputs, before
+        if self.device.startswith("cuda") and nbytes >= (1 << 28):
+            torch.cuda.empty_cache()  # leave room for the other workers on this GPU
         resp = {"ok": True, "outputs": files, "inputs_mutated": mutated,
                 "launched": sorted(set(self.counter.launched))}
         if kernels is not None:

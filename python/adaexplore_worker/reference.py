@@ -98,7 +98,10 @@ class ReferenceRole:
         if all(_zero_passes(a, tol) for a in outs_a):
             degenerate.append("zero_output_passes")
         self._remember(key, task, req)
-        return {"ok": True, "outputs": [common.describe(t) for t in outs_a], "degenerate": degenerate}
+        described = [common.describe(t) for t in outs_a]
+        del outs_a, outs_b
+        release_cached(device, sum(_nbytes(d) for d in described))
+        return {"ok": True, "outputs": described, "degenerate": degenerate}
 
     def op_compare(self, req):
         got = req["outputs"]
@@ -114,14 +117,26 @@ class ReferenceRole:
             except transfer.TransferError as exc:
                 return {"ok": False, "transport_failed": True, "error": str(exc)}
         try:
-            return self._compare_outputs(req, got, fds)
+            try:
+                return self._compare_outputs(req, got, fds)
+            except torch.OutOfMemoryError:
+                # Other workers share the device: free what this one caches
+                # and try once more (descriptors not yet used are still here).
+                gc.collect()
+                torch.cuda.empty_cache()
+                return self._compare_outputs(req, got, fds)
         finally:
+            release_cached(self._device_of(req), sum(_nbytes(g) for g in got))
             for fd in fds:
                 if fd is not None:
                     try:
                         os.close(fd)
                     except OSError:
                         pass
+
+    def _device_of(self, req):
+        task = self.tasks.get(req.get("key"))
+        return task.device if task is not None else "cpu"
 
     def _compare_outputs(self, req, got, fds):
         task = self._task(req["key"])
@@ -135,7 +150,7 @@ class ReferenceRole:
         for j, (g, ref) in enumerate(zip(got, refs)):
             fd = None
             if g.get("vmm"):
-                fd, fds[next_fd] = fds[next_fd], None
+                fd = fds[next_fd]
                 next_fd += 1
             want = common.describe(ref)
             if g["dtype"] != want["dtype"]:
@@ -144,8 +159,10 @@ class ReferenceRole:
                 return _mismatch(result, "output %d has shape %s, the reference %s" % (j, g["shape"], want["shape"]))
             if fd is not None:
                 try:
-                    # Imported, copied into this process's memory, unmapped.
-                    cand = transfer.import_clone(fd, ref.dtype, want["shape"])
+                    # Imported, copied into this process's memory, unmapped;
+                    # the descriptor stays open (closed by op_compare), so a
+                    # retry after running out of memory can import it again.
+                    cand = transfer.import_clone(fd, ref.dtype, want["shape"], close=False)
                 except transfer.TransferError as exc:
                     return {"ok": False, "transport_failed": True, "error": "output %d: %s" % (j, exc)}
             else:
@@ -183,6 +200,7 @@ class ReferenceRole:
         with torch.no_grad():
             task.compiled(*common.make_inputs(task.module, req.get("seed", 0), task.device))
         common.sync(task.device)
+        release_cached(task.device, threshold=0)
         return {"ok": True, "compile_s": time.perf_counter() - t0}
 
     def op_baseline(self, req):
@@ -206,6 +224,8 @@ class ReferenceRole:
                 compile_s += time.perf_counter() - t0
             times, _ = timer.run(fn, task.module, req["set_seeds"], req["refresh_seed0"],
                                  req["warmup"], req["iters"])
+        del timer
+        release_cached(task.device, threshold=0)
         return {"ok": True, **times, "compile_s": compile_s}
 
     def op_trace(self, req):
@@ -226,6 +246,13 @@ class ReferenceRole:
     def op_unload(self, req):
         self.tasks.pop(req["key"], None)
         return {"ok": True}
+
+
+def _nbytes(g):
+    n = 4
+    for d in g.get("shape", []):
+        n *= int(d)
+    return n
 
 
 def _one_line(exc):
@@ -259,7 +286,51 @@ def _zero_passes(ref, tol):
     return bool(((ref.abs() <= atol + rtol * ref.abs()) | (ref == 0)).all())
 
 
+_CHUNK = 1 << 26  # elements compared at once: bounds the temporaries on large outputs
+
+
+def release_cached(device, nbytes=0, threshold=1 << 28):
+    """Gives cached device memory back to the driver after large work, so that
+    other workers on the same GPU (candidates, the other trusted worker) can
+    use it: the caching allocator would otherwise keep it reserved."""
+    if str(device).startswith("cuda") and nbytes >= threshold:
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 def _compare(cand, ref, tol):
+    """Elementwise comparison in chunks of _CHUNK elements (flat views)."""
+    if ref.numel() <= _CHUNK:
+        return _compare_chunk(cand, ref, tol, 0)
+    c_flat, r_flat = cand.reshape(-1), ref.reshape(-1)
+    total = None
+    for start in range(0, ref.numel(), _CHUNK):
+        res = _compare_chunk(c_flat[start:start + _CHUNK], r_flat[start:start + _CHUNK], tol, start)
+        if total is None:
+            total = res
+        else:
+            total["max_abs"] = max(total["max_abs"], res["max_abs"])
+            total["max_rel"] = max(total["max_rel"], res["max_rel"])
+            total["bad"] += res["bad"]
+            if res["bad"] and "first_flat" not in total:
+                for k in ("first_flat", "got", "expected"):
+                    total[k] = res[k]
+    total["ok"] = total["bad"] == 0
+    if "first_flat" in total:
+        total["first_bad"] = _unravel(total["first_flat"], ref.shape)
+    return total
+
+
+def _unravel(flat, shape):
+    idx = []
+    rem = flat
+    for size in reversed(shape):
+        idx.append(rem % size)
+        rem //= size
+    return list(reversed(idx))
+
+
+def _compare_chunk(cand, ref, tol, offset):
     if not ref.is_floating_point():
         bad = cand != ref
         nbad = int(bad.sum())
@@ -273,22 +344,20 @@ def _compare(cand, ref, tol):
         both_nan = c.isnan() & r.isnan()
         ok = (diff <= atol + rtol * r.abs()) | (c == r) | both_nan
         bad = ~ok
+        del ok
         nbad = int(bad.sum())
         finite = diff.nan_to_num(nan=float("inf"))
+        del diff
         finite = torch.where(both_nan | (c == r), torch.zeros_like(finite), finite)
         max_abs = float(finite.max()) if ref.numel() else 0.0
         rel = finite / r.abs().clamp_min(1e-12)
         max_rel = float(rel.max()) if ref.numel() else 0.0
+        del rel, finite
         res = {"ok": nbad == 0, "max_abs": max_abs, "max_rel": max_rel, "bad": nbad, "atol": atol, "rtol": rtol}
     if nbad:
         flat = int(bad.reshape(-1).nonzero()[0])
-        idx = []
-        rem = flat
-        for size in reversed(ref.shape):
-            idx.append(rem % size)
-            rem //= size
-        idx = tuple(reversed(idx))
-        res["first_bad"] = list(idx)
+        res["first_flat"] = offset + flat
+        res["first_bad"] = _unravel(offset + flat, ref.shape) if offset == 0 else None
         res["got"] = cand.reshape(-1)[flat].item()
         res["expected"] = ref.reshape(-1)[flat].item()
     return res

@@ -190,7 +190,7 @@ def export(t):
     return fd.value, nbytes
 
 
-def import_clone(fd, dtype, shape):
+def import_clone(fd, dtype, shape, close=True):
     """Maps an exported allocation and returns a private copy as dtype/shape.
 
     The size comes from the shape and dtype the trusted side expects; an
@@ -209,7 +209,8 @@ def import_clone(fd, dtype, shape):
         _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _HANDLE_POSIX_FD),
                "cuMemImportFromShareableHandle")
     finally:
-        os.close(fd)
+        if close:
+            os.close(fd)
     try:
         m = _Mapping(handle.value, size, dev)
         try:

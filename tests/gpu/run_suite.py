@@ -90,6 +90,9 @@ def main():
         for extra, group in sorted(groups.items()):
             for c, v in zip(group, run_batch(args.bin, args.device, args.jobs, group, extra, wd, env)):
                 results[c] = v
+                # As they come, so that a run cut short still shows its cases.
+                print("  [%5.0f s] %s/%s: %s %s" % (time.time() - t0, c.parent.name, c.stem, v.get("status"),
+                                                  ",".join(v.get("flags", []))), flush=True)
     counter["stop"] = True
     lt.join()
     passed = failed = 0

@@ -106,3 +106,21 @@ def test_reference_compares_file_outputs(tmp_path):
     assert resp["ok"] and resp["match"], resp
     resp = role.op_compare({"key": "k", "seed": 3, "tolerance": tol, "strict": tol, "outputs": bad})
     assert resp["ok"] and not resp["match"] and "differs at index" in resp["error"]
+
+
+def test_chunked_comparison_finds_the_first_bad_element_and_counts_all(monkeypatch):
+    from adaexplore_worker import reference
+    tol = {"default": [1e-4, 1e-4]}
+    ref = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
+    cand = ref.clone()
+    cand[1, 2, 3] += 1.0   # flat index 33
+    cand[2, 3, 4] = float("nan")  # flat index 59
+    whole = reference._compare(cand, ref, tol)
+    monkeypatch.setattr(reference, "_CHUNK", 7)
+    chunked = reference._compare(cand, ref, tol)
+    for res in (whole, chunked):
+        assert res["ok"] is False and res["bad"] == 2
+        assert res["first_bad"] == [1, 2, 3]
+        assert res["got"] == 34.0 and res["expected"] == 33.0
+    assert chunked["max_abs"] == whole["max_abs"]
+    assert reference._compare(ref.clone(), ref, tol)["ok"] is True
