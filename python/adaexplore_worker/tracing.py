@@ -103,6 +103,22 @@ def _callable_expr(fn):
     return None
 
 
+def _fetch_attr(root, path):
+    obj = root
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _constant_expr(t, limit=256):
+    """An expression that rebuilds a small tensor exactly (on the CPU), else None."""
+    if not isinstance(t, torch.Tensor) or t.numel() > limit or t.device.type == "meta":
+        return None
+    dtype = str(t.dtype)
+    values = t.detach().cpu().tolist()
+    return "torch.tensor(%r, dtype=%s)" % (values, dtype)
+
+
 def _meta(node):
     tm = node.meta.get("tensor_meta")
     if tm is None:
@@ -144,6 +160,7 @@ def trace(model, inputs):
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
     modules = dict(gm.named_modules())
+    owned = set(dict(model.named_parameters())) | set(dict(model.named_buffers()))
     nodes = []
     for n in gm.graph.nodes:
         item = {"name": n.name, "op": n.op, "args": [_arg(a) for a in n.args],
@@ -156,6 +173,10 @@ def trace(model, inputs):
             item["module"] = _module_info(modules[n.target])
         else:
             item["target"] = str(n.target)
+        if n.op == "get_attr" and str(n.target) not in owned:
+            # A tensor the forward creates (torch.tensor(0.5), say): fx keeps
+            # it as an attribute of the traced module that the model lacks.
+            item["constant"] = _constant_expr(_fetch_attr(gm, str(n.target)))
         nodes.append(item)
     params = {n: {"shape": list(p.shape), "dtype": str(p.dtype)} for n, p in model.named_parameters()}
     buffers = {n: {"shape": list(b.shape), "dtype": str(b.dtype)} for n, b in model.named_buffers()}

@@ -402,6 +402,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   }
 
   std::vector<std::string> params;
+  std::string first_tensor;  // the first tensor input: where constants are rebuilt
   std::ostringstream body;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -409,6 +410,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (n.op == "placeholder") {
       if (!IsIdent(n.target)) return Status::Error("forward takes variadic arguments (" + n.target + ")");
       params.push_back(v);
+      if (first_tensor.empty() && n.is_tensor) first_tensor = v;
       continue;
     }
     if (auto it = last_of.find(static_cast<int>(i)); it != last_of.end()) {
@@ -430,7 +432,12 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     std::string args;
     Status st;
-    if (n.op == "get_attr") {
+    if (n.op == "get_attr" && n.is_constant) {
+      // Not an attribute of the model: rebuilt here, on the inputs' device.
+      if (n.constant_expr.empty()) return Status::Error("the forward creates a tensor constant too large to inline");
+      if (first_tensor.empty()) return Status::Error("a tensor constant in a forward without tensor inputs");
+      body << "        " << v << " = " << n.constant_expr << ".to(" << first_tensor << ".device)\n";
+    } else if (n.op == "get_attr") {
       body << "        " << v << " = " << AttrExpr(n.target) << "\n";
     } else if (n.op == "call_module") {
       st = RenderCallArgs(n, 0, &args);

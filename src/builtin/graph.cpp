@@ -42,6 +42,10 @@ Status ParseGraph(const json& j, Graph* out) {
       if (jn.contains("args")) n.args = jn["args"];
       if (jn.contains("kwargs")) n.kwargs = jn["kwargs"];
       if (jn.contains("module")) n.module = jn["module"];
+      if (jn.contains("constant")) {
+        n.is_constant = true;
+        if (jn["constant"].is_string()) n.constant_expr = jn["constant"].get<std::string>();
+      }
       const json& o = jn.contains("out") ? jn["out"] : json::object();
       if (o.value("kind", "") == "tensor") {
         n.is_tensor = true;

@@ -24,6 +24,10 @@ struct Node {
   std::vector<int64_t> shape;
   std::string dtype;       // "torch.float32", ...
   nlohmann::json module;   // call_module: {class, attrs, params, buffers}
+  // get_attr of a tensor the forward creates (fx's _tensor_constantN): an
+  // expression rebuilding it on the CPU, "" when there is none.
+  bool is_constant = false;
+  std::string constant_expr;
   std::vector<int> users;  // indices of the nodes that read this one
 
   std::string ModuleClass() const { return module.is_object() ? module.value("class", "") : ""; }

@@ -108,7 +108,7 @@ def main():
         statuses, flag, _, checks = header(c)
         v = results[c]
         ok = v.get("status") in statuses and (not flag or flag in v.get("flags", []))
-        ok = ok and v.get("correct") == (v.get("status") == "ok") and (v.get("status") == "ok" or v.get("error"))
+        ok = bool(ok and v.get("correct") == (v.get("status") == "ok") and (v.get("status") == "ok" or v.get("error")))
         detail = "%s flags=%s" % (v.get("status"), ",".join(v.get("flags", [])))
         if v.get("status") == "ok":
             detail += " runtime=%.4fms speedup=%s" % (v.get("runtime_ms") or 0, {k: round(x, 2) for k, x in v.get("speedup", {}).items()})
