@@ -372,6 +372,17 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   // The seed is part of the run: a resumed run uses the recorded one.
   unsigned long long seed = sf.seed >= 0 ? static_cast<unsigned long long>(sf.seed) : std::random_device{}();
   if (auto stored = store->GetMeta("seed"); stored && sf.resume) seed = std::stoull(*stored);
+  // The step budget the stored run had: its finished tasks are final under
+  // the same budget (a larger one continues them).
+  int stored_steps = -1;
+  if (sf.resume) {
+    if (auto c = store->GetMeta("config")) {
+      try {
+        stored_steps = nlohmann::json::parse(*c).value("steps", -1);
+      } catch (...) {
+      }
+    }
+  }
   nlohmann::json config = {{"proposer", sf.proposer}, {"steps", sf.steps}, {"search", sf.method},
                            {"seed", seed},           {"device", jo.device}, {"tolerance", jo.tolerance},
                            {"backend", sf.backend},  {"memory", sf.memory}, {"params", sf.params.ToJson()},
@@ -464,6 +475,21 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
       size_t i = next++;
       if (i >= tasks.size()) return;
       const auto& t = tasks[i];
+      // A resumed run does not redo a task that finished with this budget
+      // (its search would replay from the store, but the final re-timing
+      // of its best candidates would run again).
+      if (sf.resume) {
+        auto stored = store->GetTask(t.name);
+        ax::search::TaskResult done;
+        if (stored && stored->contains("summary") &&
+            ax::search::TaskResult::FromStored((*stored)["summary"], &done) &&
+            (done.steps_done >= sf.steps || stored_steps == sf.steps)) {
+          results[i] = done;
+          progress(t.name, "finished in the stored run (" + done.status + ", " + std::to_string(done.steps_done) +
+                               " steps): not run again");
+          continue;
+        }
+      }
       ax::search::SearchConfig cfg = scfg;
       // Each task's search draws from its own stream of the run's seed.
       cfg.seed = seed ^ (std::hash<std::string>{}(t.name) * 0x9E3779B97F4A7C15ULL);

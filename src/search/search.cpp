@@ -50,8 +50,35 @@ nlohmann::json TaskResult::ToJson() const {
     j["baseline_ms"] = best.baseline_ms;
     j["flags"] = best.flags;
     j["device"] = best.device;
+    j["best_verdict"] = best.ToJson();
   }
   return j;
+}
+
+bool TaskResult::FromStored(const nlohmann::json& j, TaskResult* out) {
+  try {
+    if (!j.is_object()) return false;
+    TaskResult r;
+    r.task = j.at("task").get<std::string>();
+    r.status = j.at("status").get<std::string>();
+    if (r.status != "found" && r.status != "none") return false;
+    r.steps_done = j.value("steps", 0);
+    r.best_node = j.value("best_node", -1);
+    r.llm_calls = j.value("llm_calls", 0);
+    r.llm_replayed = j.value("llm_replayed", 0);
+    r.judged = j.value("judged", 0);
+    r.judge_reused = j.value("judge_reused", 0);
+    r.wall_s = j.value("wall_s", 0.0);
+    r.first_correct = j.value("first_correct", false);
+    if (r.best_node >= 0) {
+      if (!j.contains("best_verdict")) return false;
+      r.best = Verdict::FromJson(j["best_verdict"]);
+    }
+    *out = std::move(r);
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 TaskSearch::TaskSearch(TaskRef task, Judge* judge, JudgeOptions judge_options, Proposer* proposer, RunStore* store,

@@ -39,6 +39,9 @@ struct TaskResult {
   bool first_correct = false;  // the first proposal was correct (pass@1)
   double wall_s = 0;
   nlohmann::json ToJson() const;
+  // The result a finished task stored (ToJson): false when j is not one, or
+  // the task did not finish (stopped, or a summary without its verdict).
+  static bool FromStored(const nlohmann::json& j, TaskResult* out);
 };
 
 // One line per step, for the live display.

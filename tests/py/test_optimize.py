@@ -143,3 +143,33 @@ def test_bad_proposer_is_a_one_line_error(run_cli, tmp_path):
                            "--device", "cpu", env_extra={"OPENAI_API_KEY": ""})
     assert rc == 2
     assert "OPENAI_API_KEY" in err and len(err.strip().splitlines()) == 1
+
+
+def test_resumed_bench_does_not_redo_finished_tasks(binary, worker_python, tmp_path):
+    """A bench resumed after it finished a task leaves that task alone: no
+    judging, no final re-timing, the same result in the summary."""
+    env = dict(os.environ, ADAEXPLORE_PYTHON=worker_python, ADAEXPLORE_CACHE_DIR=str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    args = [str(binary), "bench", str(EXAMPLE_TASK), "--proposer", "builtin", "--steps", "2",
+            "--out", str(out)] + JUDGE
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=1200)
+    assert p.returncode == 0, p.stderr
+    first = json.loads((out / "summary.json").read_text())["tasks"]
+    assert first[0]["status"] == "found" and first[0]["judged"] >= 1
+    db = sqlite3.connect(str(out / "run.sqlite"))
+    verdicts = db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
+    db.close()
+    p = subprocess.run(args + ["--resume"], capture_output=True, text=True, env=env, timeout=1200)
+    assert p.returncode == 0, p.stderr
+    assert "not run again" in p.stderr
+    again = json.loads((out / "summary.json").read_text())["tasks"]
+    for key in ("status", "best_node", "speedup", "runtime_ms", "steps"):
+        assert again[0][key] == first[0][key], key
+    db = sqlite3.connect(str(out / "run.sqlite"))
+    assert db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == verdicts
+    db.close()
+    # A larger budget continues the task instead.
+    p = subprocess.run([a if a != "2" else "3" for a in args] + ["--resume"], capture_output=True, text=True,
+                       env=env, timeout=1200)
+    assert p.returncode == 0, p.stderr
+    assert "not run again" not in p.stderr
