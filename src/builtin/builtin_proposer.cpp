@@ -15,6 +15,7 @@ const int kWarps[] = {1, 2, 4, 8, 16};
 std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
+  if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -38,6 +39,12 @@ std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
 std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> plans;
   plans.push_back(Plan());
+  // Norms applied inside the elementwise kernel that follows them.
+  if (CountNormEpilogues(graph_, Plan()) > 0) {
+    Plan epi;
+    epi.norm_epilogue = true;
+    plans.push_back(epi);
+  }
   for (const auto& grp : FormGroups(graph_, FusionOptions())) {
     for (size_t j = 0; j + 1 < grp.nodes.size(); ++j) {
       Plan p;

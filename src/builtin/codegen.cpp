@@ -21,6 +21,7 @@ json Plan::ToJson() const {
   for (const auto& k : sched) s.push_back({k.block, k.warps});
   json j = {{"v", 1}, {"singleton", singleton}, {"cuts", cuts}, {"sched", s}};
   if (library_reductions) j["libred"] = true;
+  if (norm_epilogue) j["normepi"] = true;
   if (!red.empty()) {
     json r = json::array();
     for (const auto& k : red) r.push_back({k.block_r, k.block_m, k.warps, k.split});
@@ -45,6 +46,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
       p.sched.push_back(s);
     }
     p.library_reductions = j.value("libred", false);
+    p.norm_epilogue = j.value("normepi", false);
     for (const auto& k : j.value("red", json::array())) {
       RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>()};
       auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
@@ -282,19 +284,40 @@ std::string BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vect
 
 // One kernel and its launcher for group k. The kernel is specialised to the
 // traced shapes (KernelBench tasks have fixed shapes); the launcher checks them.
-Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks, std::string* kernels) {
+// A group input that is the output of norm reduction `red` (index k_red),
+// applied inside the group's kernel from the norm's input and statistics.
+struct NormFeed {
+  size_t k_red = 0;
+  const RedOp* op = nullptr;
+};
+
+Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
+                 const std::map<size_t, NormFeed>& feeds, std::string* kernels) {
   std::vector<bool> bcast;  // per input: its shape differs from the group's
   for (const auto& in : grp.inputs) bcast.push_back(g.Find(in)->shape != grp.shape);
+  for (const auto& [i, f] : feeds) {
+    if (bcast[i] || f.op->in_shape != grp.shape) return Status::Error("a norm applied in a kernel of another shape");
+  }
   const bool small = grp.numel() < (int64_t{1} << 31) - (int64_t{1} << 20);
 
   std::ostringstream kr, ln;
   std::string kname = "_ax_kernel" + std::to_string(k);
-  std::vector<std::string> params;
-  for (size_t i = 0; i < grp.inputs.size(); ++i) params.push_back("in" + std::to_string(i));
+  std::vector<std::string> params;  // the kernel's runtime arguments
+  std::vector<std::string> consts;  // and its constexpr ones (norm feeds: HAS_B<i>)
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    const std::string si = std::to_string(i);
+    if (feeds.count(i)) {
+      for (const char* p : {"x", "mean", "var", "w", "b"}) params.push_back(p + si);
+      consts.push_back("HAS_B" + si);
+    } else {
+      params.push_back("in" + si);
+    }
+  }
   for (size_t i = 0; i < grp.outputs.size(); ++i) params.push_back("out" + std::to_string(i));
   params.push_back("n");
   kr << "@triton.jit\ndef " << kname << "(";
   for (const auto& p : params) kr << p << ", ";
+  for (const auto& c : consts) kr << c << ": tl.constexpr, ";
   kr << "BLOCK: tl.constexpr):\n";
   kr << "    # ops: ";
   for (size_t j = 0; j < grp.nodes.size(); ++j) kr << (j ? ", " : "") << grp.ops.at(grp.nodes[j]).fn;
@@ -304,6 +327,12 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   kr << "    mask = offs < n\n";
   std::map<std::string, std::string> names;  // node -> kernel variable
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    if (auto f = feeds.find(i); f != feeds.end()) {
+      kr << "    # " << grp.inputs[i] << ": " << f->second.op->norm_class << " applied here\n";
+      kr << NormApplyLines(*f->second.op, std::to_string(i));
+      names[grp.inputs[i]] = "y" + std::to_string(i);
+      continue;
+    }
     std::string v = "x" + std::to_string(i);
     std::string addr = "in" + std::to_string(i) + " + offs";
     if (bcast[i]) addr = "in" + std::to_string(i) + " + (" + BroadcastIndex(g.Find(grp.inputs[i])->shape, grp.shape) + ")";
@@ -327,14 +356,25 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
 
   // The launcher: inputs are made contiguous (a no-op when they are), and
   // their shapes must be the traced ones the kernel was specialised to.
+  // A norm feed takes the norm's input and module instead of its output.
   std::string fname = "_ax_launch" + std::to_string(k);
   ln << "def " << fname << "(";
-  for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i;
+  for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i << (feeds.count(i) ? ", mod" + std::to_string(i) : "");
   ln << "):\n";
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     ln << "    assert list(in" << i << ".shape) == " << PyShape(g.Find(grp.inputs[i])->shape)
        << ", \"the kernel was generated for the traced shapes\"\n";
-    ln << "    in" << i << " = in" << i << ".contiguous()\n";
+    if (auto f = feeds.find(i); f != feeds.end()) {
+      const std::string si = std::to_string(i);
+      ln << "    x" << si << ", mean" << si << ", var" << si << " = _ax_red" << f->second.k_red << "_stats(in" << si
+         << ", mod" << si << ")\n";
+      ln << "    in" << si << " = x" << si << "\n";
+      ln << "    w" << si << " = mod" << si << ".weight if getattr(mod" << si << ", \"weight\", None) is not None else x" << si << "\n";
+      ln << "    b" << si << " = mod" << si << ".bias if getattr(mod" << si << ", \"bias\", None) is not None else x" << si << "\n";
+      ln << "    HAS_B" << si << " = getattr(mod" << si << ", \"bias\", None) is not None\n";
+    } else {
+      ln << "    in" << i << " = in" << i << ".contiguous()\n";
+    }
   }
   for (size_t i = 0; i < grp.outputs.size(); ++i) {
     ln << "    out" << i << " = torch.empty(" << PyShape(grp.shape) << ", device=in0.device, dtype=torch.float32)\n";
@@ -346,6 +386,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   ln << "    BLOCK = " << ks.block << "\n";
   ln << "    " << kname << "[(triton.cdiv(n, BLOCK),)](";
   for (const auto& p : params) ln << p << ", ";
+  for (const auto& c : consts) ln << c << "=" << c << ", ";
   ln << "BLOCK=BLOCK, num_warps=" << ks.warps << ")\n";
   ln << "    return ";
   for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
@@ -354,7 +395,39 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   return Status::Ok();
 }
 
+// For each group, the norms it applies itself: a norm whose readers are all
+// in one group of the norm's shape. *fed gets the norm nodes.
+std::vector<std::map<size_t, NormFeed>> FormFeeds(const Graph& g, const std::vector<Group>& groups,
+                                                  const std::vector<std::pair<int, RedOp>>& reds, std::set<int>* fed) {
+  std::vector<std::map<size_t, NormFeed>> feeds(groups.size());
+  std::map<int, size_t> group_of;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    for (int idx : groups[k].nodes) group_of[idx] = k;
+  }
+  for (size_t k = 0; k < reds.size(); ++k) {
+    const auto& [ni, op] = reds[k];
+    const Node& n = g.nodes[ni];
+    if (op.kind != "norm" || n.users.empty() || !group_of.count(n.users[0])) continue;
+    const size_t j = group_of.at(n.users[0]);
+    bool all_in = true;
+    for (int u : n.users) all_in = all_in && group_of.count(u) && group_of.at(u) == j;
+    auto pos = std::find(groups[j].inputs.begin(), groups[j].inputs.end(), n.name);
+    if (!all_in || pos == groups[j].inputs.end() || groups[j].shape != op.in_shape) continue;
+    feeds[j][static_cast<size_t>(pos - groups[j].inputs.begin())] = {k, &op};
+    fed->insert(ni);
+  }
+  return feeds;
+}
+
 }  // namespace
+
+int CountNormEpilogues(const Graph& g, const Plan& plan) {
+  std::vector<Group> groups = FormGroups(g, plan.Fusion());
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
+  std::set<int> fed;
+  FormFeeds(g, groups, reds, &fed);
+  return static_cast<int>(fed.size());
+}
 
 std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan) {
   std::vector<std::pair<int, RedOp>> out;
@@ -391,9 +464,14 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     fused.insert(groups[k].nodes.begin(), groups[k].nodes.end());
   }
 
+  // Norms applied inside the one elementwise kernel that reads them.
+  std::set<int> fed;  // norm nodes not emitted on their own
+  std::vector<std::map<size_t, NormFeed>> feeds =
+      plan.norm_epilogue ? FormFeeds(g, groups, reds, &fed) : std::vector<std::map<size_t, NormFeed>>(groups.size());
+
   std::string kernel_src;
   for (size_t k = 0; k < groups.size(); ++k) {
-    Status st = EmitGroup(g, groups[k], k, written.For(k), &kernel_src);
+    Status st = EmitGroup(g, groups[k], k, written.For(k), feeds[k], &kernel_src);
     if (!st.ok()) return st;
   }
   for (size_t k = 0; k < reds.size(); ++k) {
@@ -418,11 +496,18 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       body << "        ";
       for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
       body << " = _ax_launch" << it->second << "(";
-      for (size_t j = 0; j < grp.inputs.size(); ++j) body << (j ? ", " : "") << Var(grp.inputs[j]);
+      for (size_t j = 0; j < grp.inputs.size(); ++j) {
+        body << (j ? ", " : "");
+        if (auto f = feeds[it->second].find(j); f != feeds[it->second].end()) {
+          body << Var(f->second.op->input) << ", " << AttrExpr(f->second.op->module);
+        } else {
+          body << Var(grp.inputs[j]);
+        }
+      }
       body << ")\n";
       continue;
     }
-    if (fused.count(static_cast<int>(i)) || absorbed.count(n.name)) continue;
+    if (fused.count(static_cast<int>(i)) || absorbed.count(n.name) || fed.count(static_cast<int>(i))) continue;
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;
       body << "        " << v << " = _ax_red" << it->second << "(" << Var(op.input);

@@ -31,6 +31,9 @@ struct Plan {
   std::vector<std::string> cuts;    // fusion boundaries: a kernel ends after these nodes
   std::vector<KernelSchedule> sched;  // per kernel, in order; missing entries take the default
   bool library_reductions = false;  // reductions and norms stay PyTorch calls
+  // A norm whose only readers are one elementwise kernel of its shape is
+  // applied inside that kernel (its statistics kernel stays): one pass less.
+  bool norm_epilogue = false;
   std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
   RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }
 
@@ -44,6 +47,10 @@ inline constexpr const char* kPlanMarker = "# adaexplore-plan: ";
 
 // The reductions and normalisations generated under plan: (node index, operator).
 std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan);
+
+// How many norms plan would apply inside the elementwise kernel after them
+// (with norm_epilogue set).
+int CountNormEpilogues(const Graph& g, const Plan& plan);
 
 // The source of ModelNew for graph under plan; *kernels says how many Triton
 // kernels it launches (an error when there would be none: nothing to fuse).

@@ -369,6 +369,30 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   return s;
 }
 
+std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
+  const int64_t numel = op.geo.numel();
+  auto I = [](int64_t v) { return std::to_string(v); };
+  std::string row = "(offs // " + I(op.row_div) + ")";
+  if (op.row_div * op.row_mod != numel) row = "(" + row + " % " + I(op.row_mod) + ")";
+  if (op.row_div == 1 && op.row_mod == numel) row = "offs";
+  std::string ch = "(offs // " + I(op.ch_div) + ") % " + I(op.ch_mod);
+  if (op.ch_div == 1) ch = "offs % " + I(op.ch_mod);
+  const std::string& s = sfx;
+  std::string o;
+  o += "    row" + s + " = " + row + "\n";
+  o += "    v" + s + " = tl.load(x" + s + " + offs, mask=mask, other=0.0)\n";
+  o += "    mu" + s + " = tl.load(mean" + s + " + row" + s + ", mask=mask, other=0.0)\n";
+  o += "    va" + s + " = tl.load(var" + s + " + row" + s + ", mask=mask, other=1.0)\n";
+  o += "    y" + s + " = (v" + s + " - mu" + s + ") / tl.sqrt(va" + s + " + " + PyFloat(op.eps) + ")\n";
+  if (op.affine) {
+    o += "    c" + s + " = " + ch + "\n";
+    o += "    y" + s + " = y" + s + " * tl.load(w" + s + " + c" + s + ", mask=mask, other=0.0)\n";
+    o += "    if HAS_B" + s + ":\n        y" + s + " = y" + s + " + tl.load(b" + s + " + c" + s +
+         ", mask=mask, other=0.0)\n";
+  }
+  return o;
+}
+
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src) {
   const Geometry& g = op.geo;
   RedSchedule s = ResolveSchedule(op, want);
@@ -476,18 +500,7 @@ def _ax_red{K}(x):
     // Statistics: shifted sums (by the row's first element) for a stable
     // variance in one read; partial sums per split, merged by the launcher.
     kv["PARAMS"] = "x, p1, p2, shift, ";
-    kv["EPS"] = PyFloat(op.eps);
-    std::string row_expr = "(offs // " + I(op.row_div) + ")";
-    if (op.row_div * op.row_mod != g.numel()) row_expr = "(" + row_expr + " % " + I(op.row_mod) + ")";
-    if (op.row_div == 1 && op.row_mod == g.numel()) row_expr = "offs";
-    kv["ROWIDX"] = row_expr;
-    std::string ch = "(offs // " + I(op.ch_div) + ") % " + I(op.ch_mod);
-    if (op.ch_div == 1) ch = "offs % " + I(op.ch_mod);
-    kv["CH"] = ch;
-    std::string affine;
-    if (op.affine) affine = "    c = " + ch + "\n    y = y * tl.load(w + c, mask=mask, other=0.0)" +
-                             "\n    if HAS_B:\n        y = y + tl.load(b + c, mask=mask, other=0.0)\n";
-    kv["AFFINE"] = affine;
+    kv["APPLY"] = NormApplyLines(op, "");
     kv["MOD"] = op.module.empty() ? "None" : "mod";
     const int ablock = 1024;
     kv["AB"] = I(ablock);
@@ -514,15 +527,11 @@ def _ax_red{K}_apply(x, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.con
     # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c]
     offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
     mask = offs < {NUMEL}
-    row = {ROWIDX}
-    v = tl.load(x + offs, mask=mask, other=0.0)
-    mu = tl.load(mean + row, mask=mask, other=0.0)
-    va = tl.load(var + row, mask=mask, other=1.0)
-    y = (v - mu) / tl.sqrt(va + {EPS})
-{AFFINE}    tl.store(out + offs, y, mask=mask)
+{APPLY}    tl.store(out + offs, y, mask=mask)
 
 
-def _ax_red{K}(x, mod):
+def _ax_red{K}_stats(x, mod):
+    """x made contiguous, and its per-row mean and biased variance."""
     assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
     x = x.contiguous()
     p1 = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
@@ -532,10 +541,6 @@ def _ax_red{K}(x, mod):
     md = p1.sum(0) / {R}.0
     var = torch.clamp_min(p2.sum(0) / {R}.0 - md * md, 0.0)
     mean = shift + md
-    out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
-    w = mod.weight if getattr(mod, "weight", None) is not None else x
-    b = mod.bias if getattr(mod, "bias", None) is not None else x
-    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)](x, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK={AB}, num_warps=4)
 )", kv);
     if (op.running_stats) {
       o << Fill(R"(    if mod.training and mod.track_running_stats:
@@ -546,7 +551,19 @@ def _ax_red{K}(x, mod):
             mod.running_var.mul_(1.0 - f).add_(var, alpha=f * {R} / max({R} - 1, 1))
 )", kv);
     }
-    o << "    return out\n\n\n";
+    o << Fill(R"(    return x, mean, var
+
+
+def _ax_red{K}(x, mod):
+    x, mean, var = _ax_red{K}_stats(x, mod)
+    out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
+    w = mod.weight if getattr(mod, "weight", None) is not None else x
+    b = mod.bias if getattr(mod, "bias", None) is not None else x
+    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)](x, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK={AB}, num_warps=4)
+    return out
+
+
+)", kv);
   } else {
     return Status::Error("no template for reduction " + op.kind);
   }

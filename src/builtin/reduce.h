@@ -67,7 +67,14 @@ struct RedSchedule {
 RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
 
 // The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
-// The launcher takes the input tensor, and for a norm also the module.
+// The launcher takes the input tensor, and for a norm also the module; a
+// norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var),
+// which updates the running statistics, for kernels that apply it themselves.
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src);
+
+// Triton lines (4-space indented) applying norm op to the elements at `offs`
+// (under `mask`): they read x<sfx>, mean<sfx>, var<sfx>, w<sfx>, b<sfx> and
+// the constexpr HAS_B<sfx>, and leave the result in y<sfx>.
+std::string NormApplyLines(const RedOp& op, const std::string& sfx);
 
 }  // namespace ax::builtin

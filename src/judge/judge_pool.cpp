@@ -359,8 +359,10 @@ class JudgePool : public Judge {
     Reply r = t->w->Request({{"op", "hello"}, {"device", st->device}}, 120);
     if (r.kind != Reply::kOk) return Status::Error(std::string(t->name) + " worker failed: " + r.detail);
     {
+      // Written once, by the first trusted worker to start (before any
+      // verdict reads it); later workers report the same versions.
       std::lock_guard<std::mutex> lock(env_mu_);
-      st->env = r.body;
+      if (st->env.is_null() || st->env.empty()) st->env = r.body;
     }
     if (st->device != "cpu" && !r.body.value("cuda_available", false)) {
       return Status::Error("no CUDA device visible to the judge for " + st->device);

@@ -164,6 +164,26 @@ TEST_F(BuiltinJudge, LinearGeluScalePasses) { AllPlansPass("tests/corpus/builtin
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
+TEST_F(BuiltinJudge, NormEpiloguesPass) { AllPlansPass("tests/corpus/builtin/norm_epilogues.py", 1); }
+
+TEST_F(BuiltinJudge, NormsAreAppliedInsideTheKernelsAfterThem) {
+  TaskRef t = Task("tests/corpus/builtin/norm_epilogues.py");
+  json j;
+  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
+  Graph g;
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  Plan plan;
+  EXPECT_EQ(CountNormEpilogues(g, plan), 3);
+  plan.norm_epilogue = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  size_t applied = 0;
+  for (size_t at = src.find("applied here"); at != std::string::npos; at = src.find("applied here", at + 1)) ++applied;
+  EXPECT_EQ(applied, 3u) << src;
+  EXPECT_EQ(src.find("= _ax_red0(v_"), std::string::npos) << "a fed norm is still launched on its own\n" << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
