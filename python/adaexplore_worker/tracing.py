@@ -176,7 +176,11 @@ def trace(model, inputs):
         if n.op == "get_attr" and str(n.target) not in owned:
             # A tensor the forward creates (torch.tensor(0.5), say): fx keeps
             # it as an attribute of the traced module that the model lacks.
-            item["constant"] = _constant_expr(_fetch_attr(gm, str(n.target)))
+            try:
+                value = _fetch_attr(gm, str(n.target))
+            except AttributeError:
+                value = None  # not reachable from here: not representable either
+            item["constant"] = _constant_expr(value)
         nodes.append(item)
     params = {n: {"shape": list(p.shape), "dtype": str(p.dtype)} for n, p in model.named_parameters()}
     buffers = {n: {"shape": list(b.shape), "dtype": str(b.dtype)} for n, b in model.named_buffers()}
