@@ -407,10 +407,20 @@ def aggregate(rows, compile_baseline=True):
     for level in sorted({r["level"] for r in keep}):
         rs = [r for r in keep if r["level"] == level]
         ok = [r for r in rs if r.get("correct")]
+        # The tasks the run finished (a result in the summary or the store):
+        # what a run cut short says about the compiler, as opposed to how far it got.
+        done = [r for r in rs if r.get("status") != "missing"]
+        done_ok = [r for r in done if r.get("correct")]
         agg["levels"][level] = {
             "tasks": len(rs), "correct": len(ok), "correct_pct": 100.0 * len(ok) / len(rs),
             "geomean_eager": geomean(clamped_speedup(r, "speedup_eager") for r in rs),
             "geomean_compile": geomean(clamped_speedup(r, "speedup_compile") for r in rs) if compile_baseline else None,
+            "finished": {
+                "tasks": len(done), "correct": len(done_ok),
+                "geomean_eager": geomean(clamped_speedup(r, "speedup_eager") for r in done) if done else None,
+                "geomean_compile": (geomean(clamped_speedup(r, "speedup_compile") for r in done)
+                                    if done and compile_baseline else None),
+            },
         }
     mb = [r for r in keep if r["level"] == "level1" and r.get("memory_bound")]
     mb_ok = [r for r in mb if r.get("correct")]
@@ -463,6 +473,10 @@ def print_aggregates(agg, meta):
     for level, a in agg["levels"].items():
         print("%-8s correct %d/%d = %.1f%%  geomean max(speedup,1): vs eager %s, vs compile %s" % (
             level, a["correct"], a["tasks"], a["correct_pct"], _x(a["geomean_eager"]), _x(a["geomean_compile"])))
+        f = a["finished"]
+        if f["tasks"] < a["tasks"]:
+            print("%-8s   of these, the %d tasks the run finished: correct %d/%d, geomean vs eager %s, vs compile %s" % (
+                "", f["tasks"], f["correct"], f["tasks"], _x(f["geomean_eager"]), _x(f["geomean_compile"])))
     m = agg["level1_memory_bound"]
     if m["tasks"]:
         cats = ", ".join("%s %d/%d" % (c, v["correct"], v["tasks"]) for c, v in m["by_category"].items() if v["tasks"])

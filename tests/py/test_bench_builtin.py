@@ -96,6 +96,20 @@ def test_aggregate_geomean_uncorrect_is_one_and_degenerate_excluded(bb):
     assert bb.aggregate(rows, compile_baseline=False)["levels"]["level2"]["geomean_compile"] is None
 
 
+def test_aggregate_reports_the_finished_tasks_apart(bb, capsys):
+    rows = [row("a", eager=4.0, compile_=2.0), row("b", correct=False), row("c", correct=False),
+            row("d", correct=False)]
+    rows[2]["status"] = rows[3]["status"] = "missing"  # the run was cut before c and d
+    agg = bb.aggregate(rows)
+    l2 = agg["levels"]["level2"]
+    assert l2["geomean_eager"] == pytest.approx(4.0 ** 0.25)
+    f = l2["finished"]
+    assert (f["tasks"], f["correct"]) == (2, 1)
+    assert f["geomean_eager"] == pytest.approx(2.0) and f["geomean_compile"] == pytest.approx(2.0 ** 0.5)
+    bb.print_aggregates(agg, {"cuda": True})
+    assert "the 2 tasks the run finished: correct 1/2, geomean vs eager 2.000x" in capsys.readouterr().out
+
+
 def test_aggregate_level1_bandwidth(bb):
     rows = [
         row("19_ReLU", "level1", eager=1.1, category="elementwise", frac=0.9),
