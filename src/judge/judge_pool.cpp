@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "judge/judge.h"
 #include "judge/judge_cache.h"
+#include "judge/timing_rules.h"
 #include "judge/worker.h"
 
 namespace fs = std::filesystem;
@@ -1007,74 +1008,33 @@ class JudgePool : public Judge {
       }
       return;
     }
-    std::vector<double> stream, device;
-    for (auto& x : tr.body["stream_ms"]) stream.push_back(x.get<double>());
-    for (auto& x : tr.body["device_ms"]) device.push_back(x.get<double>());
-    Stats ss = ComputeStats(stream), ds = ComputeStats(device);
-    double gap = MedianGap(tr.body);
-    Stats use = ss;
-    bool use_device = false;
-    if (o.cuda()) {
-      // Work left running on other streams shows as a longer wait at the
-      // device-wide synchronise than the baseline needed: count it.
-      double base_gap = baselines.count("eager") ? baselines.at("eager").gap_ms : 0.005;
-      if (gap > base_gap + std::max(0.01, 0.05 * ss.median)) {
-        v->AddFlag("side_stream_work");
-        use = ds;
-        use_device = true;
-      }
-    }
-    v->timing.median_ms = use.median;
-    v->timing.p10_ms = use.p10;
-    v->timing.p90_ms = use.p90;
-    v->timing.min_ms = use.min;
-    v->timing.max_ms = use.max;
-    v->timing.mean_ms = use.mean;
-    v->timing.stdev_ms = use.stdev;
-    v->timing.n = static_cast<int>(use.n);
-    double runtime = use.median;
-    // The worker's own clock per call (captured before candidate code ran;
-    // the guard flags a replaced clock) bounds what the events may claim.
-    std::vector<double> host;
-    for (auto& x : tr.body["host_ms"]) host.push_back(x.get<double>());
-    const double host_median = host.empty() ? 0.0 : ComputeStats(host).median;
-    if (o.cuda() && host_median > 0 && runtime < 0.5 * host_median - 0.05) {
-      v->AddFlag("timing_inconsistent");
-      runtime = host_median;
-    }
-    // The parent's clock: the same loop around the eager baseline took
-    // wall_e; the difference per call bounds what the candidate's times may
-    // claim. A single scheduling stall of the worker would move a per-call
-    // figure of a short kernel a lot, so the bound allows 100 ms plus 10% of
-    // the baseline's wall time before it applies.
+    TimingReport rep;
+    for (auto& x : tr.body["stream_ms"]) rep.stream_ms.push_back(x.get<double>());
+    for (auto& x : tr.body["device_ms"]) rep.device_ms.push_back(x.get<double>());
+    for (auto& x : tr.body["host_ms"]) rep.host_ms.push_back(x.get<double>());
+    rep.request_ms = tr.seconds * 1000.0;
+    std::optional<EagerTiming> eager;
     if (baselines.count("eager")) {
       const Baseline& e = baselines.at("eager");
-      double calls = static_cast<double>(o.warmup + o.iters);
-      double extra = tr.seconds * 1000.0 - e.wall_ms;
-      v->host_ms = std::max(0.0, e.median_ms + extra / calls);
-      double slack = 100.0 + 0.1 * e.wall_ms;
-      double est = e.median_ms + std::max(0.0, extra - slack) / calls;
-      if (runtime < 0.5 * est - 0.05) {
-        v->AddFlag("timing_inconsistent");
-        runtime = est;
-      }
+      eager = EagerTiming{e.median_ms, e.wall_ms, e.gap_ms};
     }
-    // The other direction: the timed calls cannot have taken longer, by the
-    // candidate's own report, than the whole request took on the parent's
-    // clock.
-    double reported = 0;
-    for (double x : use_device ? device : stream) reported += x;
-    if (tr.seconds * 1000.0 + 5.0 < 0.9 * reported) {
+    const TimingDecision d = DecideTiming(rep, o.cuda(), o.warmup + o.iters, eager);
+    for (const auto& f : d.flags) v->AddFlag(f);
+    v->timing.median_ms = d.used.median;
+    v->timing.p10_ms = d.used.p10;
+    v->timing.p90_ms = d.used.p90;
+    v->timing.min_ms = d.used.min;
+    v->timing.max_ms = d.used.max;
+    v->timing.mean_ms = d.used.mean;
+    v->timing.stdev_ms = d.used.stdev;
+    v->timing.n = static_cast<int>(d.used.n);
+    if (d.host_ms) v->host_ms = *d.host_ms;
+    if (d.rejected) {
       v->status = kStatusRejected;
-      v->AddFlag("timing_inconsistent");
-      char buf[220];
-      std::snprintf(buf, sizeof buf,
-                    "the timing phase took %.1f ms on the judge's clock, but the candidate reported %.1f ms for its "
-                    "timed calls alone: timing reports were forged",
-                    tr.seconds * 1000.0, reported);
-      v->error = buf;
+      v->error = d.error;
       return;
     }
+    const double runtime = d.runtime_ms;
     v->runtime_ms = runtime;
     for (const auto& [mode, b] : baselines) {
       if (runtime > 0) v->speedup[mode] = b.median_ms / runtime;
