@@ -254,7 +254,6 @@ class BenchJudge : public Judge {
     info->ok = true;
     return Status::Ok();
   }
-  Status Prepare(const TaskRef& t, const JudgeOptions& o, TaskInfo* i) override { return CheckTask(t, o, i); }
   std::atomic<int> calls_{0};
   int CallsFor(const std::string& task) {
     std::lock_guard<std::mutex> l(mu_);

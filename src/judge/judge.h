@@ -46,9 +46,6 @@ class Judge {
   // Validates a task on a device: it builds, runs, returns tensors; says
   // whether it is degenerate.
   virtual Status CheckTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) = 0;
-  // CheckTask, then measures (or loads from the cache) the task's baselines,
-  // so that later verdicts do not pay for them.
-  virtual Status Prepare(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) = 0;
   // Traces the task's forward (torch.fx, shapes and dtypes from the task's
   // inputs) into a JSON graph for the builtin compiler (docs/worker-protocol.md,
   // op `trace`). A model that cannot be traced is an error "cannot trace: ...".

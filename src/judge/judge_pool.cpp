@@ -86,7 +86,8 @@ struct DeviceState {
   Trusted ref;
   std::vector<std::unique_ptr<Trusted>> bases;
   // Candidate outputs reach the reference device to device (exported CUDA
-  // memory over the descriptor channel) until that fails once; files then.
+  // memory over the descriptor channel); a candidate whose hand-over fails
+  // goes through files, and after three such candidates the whole device does.
   std::atomic<bool> vmm{true};
   std::atomic<int> vmm_failures{0};
   json env;             // versions and GPU name
@@ -202,25 +203,6 @@ class JudgePool : public Judge {
     }
     if (!r.body.value("ok", false)) return Status::Error(r.body.value("error", "cannot trace: unknown reason"));
     *graph = r.body.value("graph", json::object());
-    return Status::Ok();
-  }
-
-  Status Prepare(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) override {
-    DeviceState* st = Device(opts.device);
-    if (!st) return Status::Error("device " + opts.device + " is not in this judge pool");
-    JudgeOptions o = opts.Resolved();
-    {
-      std::shared_lock<std::shared_mutex> exec(st->exec_mu);
-      std::lock_guard<std::mutex> ref(st->ref.mu);
-      Status s = EnsureTask(st, &st->ref, task, o, info);
-      if (!s.ok() || !o.time) return s;
-    }
-    for (const auto& mode : o.baselines) {
-      Baseline b;
-      // A baseline that fails (torch.compile cannot handle the model, say)
-      // is flagged on each verdict instead.
-      (void)EnsureBaseline(st, task, o, mode, &b);
-    }
     return Status::Ok();
   }
 
@@ -433,18 +415,17 @@ class JudgePool : public Judge {
             {"flush_bytes", o.flush_bytes}};
   }
 
-  static double Median(const json& arr) {
-    std::vector<double> v;
-    for (auto& x : arr) v.push_back(x.is_number() ? x.get<double>() : 0.0);
-    return ComputeStats(v).median;
-  }
-
-  static double MedianGap(const json& body) {
-    std::vector<double> v;
-    const auto& s = body["stream_ms"];
-    const auto& d = body["device_ms"];
-    for (size_t i = 0; i < s.size() && i < d.size(); ++i) v.push_back(d[i].get<double>() - s[i].get<double>());
-    return ComputeStats(v).median;
+  // A timing reply as the timing rules read it.
+  static TimingReport ReportOf(const Reply& r) {
+    TimingReport rep;
+    auto fill = [&](const char* key, std::vector<double>* out) {
+      for (auto& x : r.body.value(key, json::array())) out->push_back(x.is_number() ? x.get<double>() : 0.0);
+    };
+    fill("stream_ms", &rep.stream_ms);
+    fill("device_ms", &rep.device_ms);
+    fill("host_ms", &rep.host_ms);
+    rep.request_ms = r.seconds * 1000.0;
+    return rep;
   }
 
   // Baselines are timed with the same loop as candidates, in the baseline
@@ -504,8 +485,9 @@ class JudgePool : public Judge {
       r = RefRequest(t, req, o.compile_timeout_s + o.run_timeout_s);
     }
     if (r.kind != Reply::kOk || !r.body.value("ok", false)) return failed(r, "");
-    out->median_ms = Median(r.body["stream_ms"]);
-    out->gap_ms = MedianGap(r.body);
+    const TimingReport rep = ReportOf(r);
+    out->median_ms = ComputeStats(rep.stream_ms).median;
+    out->gap_ms = MedianGap(rep);
     out->wall_ms = r.seconds * 1000.0 - r.body.value("compile_s", 0.0) * 1000.0;
     cache_.Put("baselines", key, out->ToJson().dump());
     return Status::Ok();
@@ -1008,11 +990,7 @@ class JudgePool : public Judge {
       }
       return;
     }
-    TimingReport rep;
-    for (auto& x : tr.body["stream_ms"]) rep.stream_ms.push_back(x.get<double>());
-    for (auto& x : tr.body["device_ms"]) rep.device_ms.push_back(x.get<double>());
-    for (auto& x : tr.body["host_ms"]) rep.host_ms.push_back(x.get<double>());
-    rep.request_ms = tr.seconds * 1000.0;
+    const TimingReport rep = ReportOf(tr);
     std::optional<EagerTiming> eager;
     if (baselines.count("eager")) {
       const Baseline& e = baselines.at("eager");

@@ -83,7 +83,6 @@ class FakeJudge : public Judge {
                              : R"([{"shape": [8, 16], "dtype": "float32"}])";
     return Status::Ok();
   }
-  Status Prepare(const TaskRef& t, const JudgeOptions& o, TaskInfo* info) override { return CheckTask(t, o, info); }
 };
 
 // An LLM client answering from a script, in order; records the prompts.

@@ -117,7 +117,6 @@ class FakeJudge : public Judge {
     info->ok = true;
     return Status::Ok();
   }
-  Status Prepare(const TaskRef& t, const JudgeOptions& o, TaskInfo* info) override { return CheckTask(t, o, info); }
 
   // Calls made by the search itself, and by the final re-timing.
   int search_calls() const {
