@@ -138,8 +138,7 @@ class CandidateRole:
                     "transport_failed": True}
         nbytes = sum(t.numel() * t.element_size() for t in outs)
         del out, outs, inputs, before
-        if self.device.startswith("cuda") and nbytes >= (1 << 28):
-            torch.cuda.empty_cache()  # leave room for the other workers on this GPU
+        common.release_cached(self.device, nbytes)  # leave room for the other workers on this GPU
         resp = {"ok": True, "outputs": files, "inputs_mutated": mutated,
                 "launched": sorted(set(self.counter.launched))}
         if kernels is not None:

@@ -136,6 +136,16 @@ def read_raw(path, dtype_name, shape):
     return raw.view(dtype).reshape(shape)
 
 
+def release_cached(device, nbytes=0, threshold=1 << 28):
+    """Gives cached device memory back to the driver after large work, so that
+    other workers on the same GPU (candidates, the trusted workers) can use it:
+    the caching allocator would otherwise keep it reserved."""
+    if str(device).startswith("cuda") and nbytes >= threshold:
+        import gc
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 def sync(device):
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()

@@ -100,7 +100,7 @@ class ReferenceRole:
         self._remember(key, task, req)
         described = [common.describe(t) for t in outs_a]
         del outs_a, outs_b
-        release_cached(device, sum(_nbytes(d) for d in described))
+        common.release_cached(device, sum(_nbytes(d) for d in described))
         return {"ok": True, "outputs": described, "degenerate": degenerate}
 
     def op_compare(self, req):
@@ -126,7 +126,7 @@ class ReferenceRole:
                 torch.cuda.empty_cache()
                 return self._compare_outputs(req, got, fds)
         finally:
-            release_cached(self._device_of(req), sum(_nbytes(g) for g in got))
+            common.release_cached(self._device_of(req), sum(_nbytes(g) for g in got))
             for fd in fds:
                 if fd is not None:
                     try:
@@ -200,7 +200,7 @@ class ReferenceRole:
         with torch.no_grad():
             task.compiled(*common.make_inputs(task.module, req.get("seed", 0), task.device))
         common.sync(task.device)
-        release_cached(task.device, threshold=0)
+        common.release_cached(task.device, threshold=0)
         return {"ok": True, "compile_s": time.perf_counter() - t0}
 
     def op_baseline(self, req):
@@ -225,7 +225,7 @@ class ReferenceRole:
             times, _ = timer.run(fn, task.module, req["set_seeds"], req["refresh_seed0"],
                                  req["warmup"], req["iters"])
         del timer
-        release_cached(task.device, threshold=0)
+        common.release_cached(task.device, threshold=0)
         return {"ok": True, **times, "compile_s": compile_s}
 
     def op_trace(self, req):
@@ -249,7 +249,9 @@ class ReferenceRole:
 
 
 def _nbytes(g):
-    n = 4
+    """Bytes of an output as its description says (an unknown dtype counts 4 per element)."""
+    dtype = common.DTYPES.get(g.get("dtype"))
+    n = torch.empty((), dtype=dtype).element_size() if dtype is not None else 4
     for d in g.get("shape", []):
         n *= int(d)
     return n
@@ -289,17 +291,16 @@ def _zero_passes(ref, tol):
 _CHUNK = 1 << 26  # elements compared at once: bounds the temporaries on large outputs
 
 
-def release_cached(device, nbytes=0, threshold=1 << 28):
-    """Gives cached device memory back to the driver after large work, so that
-    other workers on the same GPU (candidates, the other trusted worker) can
-    use it: the caching allocator would otherwise keep it reserved."""
-    if str(device).startswith("cuda") and nbytes >= threshold:
-        gc.collect()
-        torch.cuda.empty_cache()
-
-
 def _compare(cand, ref, tol):
-    """Elementwise comparison in chunks of _CHUNK elements (flat views)."""
+    """Elementwise comparison in chunks of _CHUNK elements (flat views); the
+    first bad element (first_bad) is reported as an index into ref's shape."""
+    res = _compare_flat(cand, ref, tol)
+    if "first_flat" in res:
+        res["first_bad"] = _unravel(res["first_flat"], ref.shape)
+    return res
+
+
+def _compare_flat(cand, ref, tol):
     if ref.numel() <= _CHUNK:
         return _compare_chunk(cand, ref, tol, 0)
     c_flat, r_flat = cand.reshape(-1), ref.reshape(-1)
@@ -316,8 +317,6 @@ def _compare(cand, ref, tol):
                 for k in ("first_flat", "got", "expected"):
                     total[k] = res[k]
     total["ok"] = total["bad"] == 0
-    if "first_flat" in total:
-        total["first_bad"] = _unravel(total["first_flat"], ref.shape)
     return total
 
 
@@ -357,7 +356,6 @@ def _compare_chunk(cand, ref, tol, offset):
     if nbad:
         flat = int(bad.reshape(-1).nonzero()[0])
         res["first_flat"] = offset + flat
-        res["first_bad"] = _unravel(offset + flat, ref.shape) if offset == 0 else None
         res["got"] = cand.reshape(-1)[flat].item()
         res["expected"] = ref.reshape(-1)[flat].item()
     return res

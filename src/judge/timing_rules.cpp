@@ -5,14 +5,18 @@
 
 namespace ax {
 
-TimingDecision DecideTiming(const TimingReport& r, bool cuda, int calls, const std::optional<EagerTiming>& eager) {
-  TimingDecision d;
-  const Stats ss = ComputeStats(r.stream_ms), ds = ComputeStats(r.device_ms);
+double MedianGap(const TimingReport& r) {
   std::vector<double> gaps;
   for (size_t i = 0; i < r.stream_ms.size() && i < r.device_ms.size(); ++i) {
     gaps.push_back(r.device_ms[i] - r.stream_ms[i]);
   }
-  const double gap = ComputeStats(gaps).median;
+  return ComputeStats(gaps).median;
+}
+
+TimingDecision DecideTiming(const TimingReport& r, bool cuda, int calls, const std::optional<EagerTiming>& eager) {
+  TimingDecision d;
+  const Stats ss = ComputeStats(r.stream_ms), ds = ComputeStats(r.device_ms);
+  const double gap = MedianGap(r);
   d.used = ss;
   bool use_device = false;
   if (cuda) {

@@ -33,6 +33,10 @@ struct TimingDecision {
   std::string error;
 };
 
+// The median wait at the device-wide synchronise after the stream's end
+// (device-wide minus stream figure, per call).
+double MedianGap(const TimingReport& r);
+
 // cuda: event timing (on CPU every figure is the worker's clock);
 // calls: warm-up plus timed calls in the request.
 TimingDecision DecideTiming(const TimingReport& r, bool cuda, int calls, const std::optional<EagerTiming>& eager);
