@@ -366,12 +366,9 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
        << ", \"the kernel was generated for the traced shapes\"\n";
     if (auto f = feeds.find(i); f != feeds.end()) {
       const std::string si = std::to_string(i);
-      ln << "    x" << si << ", mean" << si << ", var" << si << " = _ax_red" << f->second.k_red << "_stats(in" << si
-         << ", mod" << si << ")\n";
+      ln << "    x" << si << ", mean" << si << ", var" << si << ", w" << si << ", b" << si << ", HAS_B" << si << " = _ax_red"
+         << f->second.k_red << "_stats(in" << si << ", mod" << si << ")\n";
       ln << "    in" << si << " = x" << si << "\n";
-      ln << "    w" << si << " = mod" << si << ".weight if getattr(mod" << si << ", \"weight\", None) is not None else x" << si << "\n";
-      ln << "    b" << si << " = mod" << si << ".bias if getattr(mod" << si << ", \"bias\", None) is not None else x" << si << "\n";
-      ln << "    HAS_B" << si << " = getattr(mod" << si << ", \"bias\", None) is not None\n";
     } else {
       ln << "    in" << i << " = in" << i << ".contiguous()\n";
     }

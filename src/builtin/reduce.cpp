@@ -531,7 +531,8 @@ def _ax_red{K}_apply(x, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.con
 
 
 def _ax_red{K}_stats(x, mod):
-    """x made contiguous, and its per-row mean and biased variance."""
+    """x made contiguous, its per-row mean and biased variance, and the affine
+    parameters for an apply kernel (x stands in for a missing one; has_b)."""
     assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
     x = x.contiguous()
     p1 = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
@@ -551,15 +552,15 @@ def _ax_red{K}_stats(x, mod):
             mod.running_var.mul_(1.0 - f).add_(var, alpha=f * {R} / max({R} - 1, 1))
 )", kv);
     }
-    o << Fill(R"(    return x, mean, var
+    o << Fill(R"(    w = mod.weight if getattr(mod, "weight", None) is not None else x
+    b = mod.bias if getattr(mod, "bias", None) is not None else x
+    return x, mean, var, w, b, getattr(mod, "bias", None) is not None
 
 
 def _ax_red{K}(x, mod):
-    x, mean, var = _ax_red{K}_stats(x, mod)
+    x, mean, var, w, b, has_b = _ax_red{K}_stats(x, mod)
     out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
-    w = mod.weight if getattr(mod, "weight", None) is not None else x
-    b = mod.bias if getattr(mod, "bias", None) is not None else x
-    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)](x, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK={AB}, num_warps=4)
+    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)](x, out, mean, var, w, b, HAS_B=has_b, BLOCK={AB}, num_warps=4)
     return out
 
 

@@ -68,7 +68,7 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
 
 // The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
 // The launcher takes the input tensor, and for a norm also the module; a
-// norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var),
+// norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var, w, b, has_b),
 // which updates the running statistics, for kernels that apply it themselves.
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src);
 
