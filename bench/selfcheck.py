@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The judge's self-check: every task of a KernelBench folder judged with the
-reference itself as the candidate (plus an identity kernel of its own). Each
-must come out correct with a speedup near 1.0.
+reference itself as the candidate (plus a one-element kernel of its own on
+every call). Each must come out correct with a speedup near 1.0.
 
     selfcheck.py TASK_DIR [--device cuda:0] [--jobs 2] [--extra "--trials 2"] [--bin build/adaexplore]
+                 [--save verdicts.jsonl] [--kernel trivial|identity]
 """
 
 import argparse
@@ -18,6 +19,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def report(v):
+    name = v.get("task", {}).get("name", "?")
+    if v.get("status") == "ok":
+        print("ok    %-55s %9.4f ms  x%.3f%s" % (name, v["runtime_ms"], v["speedup"].get("eager", 0),
+                                              "  " + ",".join(v["flags"]) if v["flags"] else ""))
+    else:
+        print("FAIL  %-55s %s: %s" % (name, v.get("status"), (v.get("error") or "")[:400].replace("\n", " | ")))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tasks")
@@ -26,25 +36,32 @@ def main():
     ap.add_argument("--bin", default=str(ROOT / "build" / "adaexplore"))
     ap.add_argument("--extra", default="")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--save", default="", help="write every verdict (JSON lines) here")
+    ap.add_argument("--kernel", choices=["trivial", "identity"], default="trivial")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="selfcheck-"))
     subprocess.run([sys.executable, str(ROOT / "bench" / "make_reference_candidates.py"), args.tasks, str(work),
-                    "--limit", str(args.limit)], check=True)
-    p = subprocess.run([args.bin, "batch", str(work / "manifest.jsonl"), "--device", args.device, "--jobs",
-                        str(args.jobs)] + args.extra.split(), capture_output=True, text=True)
-    sys.stderr.write(p.stderr[-2000:])
-    if p.returncode != 0:
-        sys.exit(p.returncode)
-    verdicts = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+                    "--limit", str(args.limit), "--kernel", args.kernel], check=True)
+    saved = open(args.save, "w") if args.save else None
+    # Verdicts stream out one line each as they finish, so a run cut short still shows what it judged.
+    p = subprocess.Popen([args.bin, "batch", str(work / "manifest.jsonl"), "--device", args.device, "--jobs",
+                          str(args.jobs)] + args.extra.split(), stdout=subprocess.PIPE, text=True)
+    verdicts = []
+    for line in p.stdout:
+        if not line.strip():
+            continue
+        v = json.loads(line)
+        verdicts.append(v)
+        if saved:
+            saved.write(line)
+            saved.flush()
+        report(v)
+        sys.stdout.flush()
+    rc = p.wait()
+    if rc != 0 and not verdicts:
+        sys.exit(rc)
     ok = [v for v in verdicts if v.get("status") == "ok"]
     sp = [v["speedup"]["eager"] for v in ok if "eager" in v.get("speedup", {})]
-    for v in verdicts:
-        name = v.get("task", {}).get("name", "?")
-        if v.get("status") == "ok":
-            print("ok    %-55s %9.4f ms  x%.3f%s" % (name, v["runtime_ms"], v["speedup"].get("eager", 0),
-                                                  "  " + ",".join(v["flags"]) if v["flags"] else ""))
-        else:
-            print("FAIL  %-55s %s: %s" % (name, v.get("status"), (v.get("error") or "")[:400].replace("\n", " | ")))
     if sp:
         print("speedup vs eager over %d correct: median %.3f, min %.3f, max %.3f" % (
             len(sp), statistics.median(sp), min(sp), max(sp)))

@@ -35,7 +35,7 @@ def main(argv):
     hidden = os.dup2(fd, random.randint(300, 900))
     os.close(fd)
     proto = os.fdopen(hidden, "w", buffering=1)
-    from . import transfer
+    from . import common, transfer
     channel = transfer.open_channel()
     # Warm start: pay for the imports now, before any request; no CUDA context yet.
     import torch  # noqa: F401
@@ -69,6 +69,7 @@ def main(argv):
                     resp["cuda_available"] = torch.cuda.is_available()
                     if resp["cuda_available"]:
                         resp["gpu"] = torch.cuda.get_device_name(0)
+                        resp["memory_total"] = torch.cuda.get_device_properties(0).total_memory
             elif op == "exit":
                 proto.write(json.dumps({"ok": True}) + "\n")
                 return 0
@@ -84,6 +85,11 @@ def main(argv):
             import traceback
             resp = {"ok": False, "status": "internal",
                     "error": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+            del exc
+        # Device memory this request left cached goes back before the judge
+        # hears the answer (and admits other work to the GPU), failed requests
+        # included.
+        common.release_cached("cuda")
         proto.write(json.dumps(_finite(resp), default=repr, allow_nan=False) + "\n")
     return 0
 

@@ -136,9 +136,8 @@ class CandidateRole:
         except transfer.TransferError as exc:
             return {"ok": False, "status": "internal", "error": "output transfer failed: %s" % exc,
                     "transport_failed": True}
-        nbytes = sum(t.numel() * t.element_size() for t in outs)
         del out, outs, inputs, before
-        common.release_cached(self.device, nbytes)  # leave room for the other workers on this GPU
+        common.release_cached(self.device)  # leave room for the other workers on this GPU
         resp = {"ok": True, "outputs": files, "inputs_mutated": mutated,
                 "launched": sorted(set(self.counter.launched))}
         if kernels is not None:

@@ -136,14 +136,19 @@ def read_raw(path, dtype_name, shape):
     return raw.view(dtype).reshape(shape)
 
 
-def release_cached(device, nbytes=0, threshold=1 << 28):
-    """Gives cached device memory back to the driver after large work, so that
-    other workers on the same GPU (candidates, the trusted workers) can use it:
-    the caching allocator would otherwise keep it reserved."""
-    if str(device).startswith("cuda") and nbytes >= threshold:
-        import gc
-        gc.collect()
-        torch.cuda.empty_cache()
+def release_cached(device, threshold=1 << 28):
+    """Gives the allocator's cached, unused device memory back to the driver
+    once it reaches `threshold` bytes, so that the other workers on the same
+    GPU (candidates, the trusted workers) can use it: PyTorch's caching
+    allocator would otherwise keep it reserved for this process. Called after
+    every request (the worker's loop) and inside requests after large work."""
+    if not str(device).startswith("cuda") or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return
+    if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() < max(threshold, 1):
+        return
+    import gc
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def sync(device):

@@ -84,8 +84,14 @@ class ReferenceRole:
             return {"ok": False, "error": "Model(*get_init_inputs()) failed: " + _one_line(exc)}
         task = _Task(module, model, device)
         probe = req["probe_seeds"]
+        cuda = device.startswith("cuda")
+        if cuda:
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
         try:
             outs_a = self._reference(task, probe[0])
+            peak = torch.cuda.max_memory_allocated() - before if cuda else 0
             outs_b = self._reference(task, probe[1])
         except TypeError as exc:
             return {"ok": False, "error": "reference does not return tensors: " + _one_line(exc)}
@@ -100,8 +106,17 @@ class ReferenceRole:
         self._remember(key, task, req)
         described = [common.describe(t) for t in outs_a]
         del outs_a, outs_b
-        common.release_cached(device, sum(_nbytes(d) for d in described))
-        return {"ok": True, "outputs": described, "degenerate": degenerate}
+        common.release_cached(device)
+        # What one forward needs on the device (inputs, intermediates, outputs:
+        # the peak above what was allocated; on CPU the inputs and outputs),
+        # plus the parameters: the judge sizes its device memory admission by it.
+        if not cuda:
+            inputs = common.make_inputs(module, probe[0], device)
+            peak = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+            peak += sum(_nbytes(d) for d in described)
+            del inputs
+        params = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+        return {"ok": True, "outputs": described, "degenerate": degenerate, "footprint_bytes": int(peak + params)}
 
     def op_compare(self, req):
         got = req["outputs"]
@@ -126,7 +141,7 @@ class ReferenceRole:
                 torch.cuda.empty_cache()
                 return self._compare_outputs(req, got, fds)
         finally:
-            common.release_cached(self._device_of(req), sum(_nbytes(g) for g in got))
+            common.release_cached(self._device_of(req))
             for fd in fds:
                 if fd is not None:
                     try:
@@ -200,7 +215,7 @@ class ReferenceRole:
         with torch.no_grad():
             task.compiled(*common.make_inputs(task.module, req.get("seed", 0), task.device))
         common.sync(task.device)
-        common.release_cached(task.device, threshold=0)
+        common.release_cached(task.device, threshold=1)
         return {"ok": True, "compile_s": time.perf_counter() - t0}
 
     def op_baseline(self, req):
@@ -225,7 +240,7 @@ class ReferenceRole:
             times, _ = timer.run(fn, task.module, req["set_seeds"], req["refresh_seed0"],
                                  req["warmup"], req["iters"])
         del timer
-        common.release_cached(task.device, threshold=0)
+        common.release_cached(task.device, threshold=1)
         return {"ok": True, **times, "compile_s": compile_s}
 
     def op_trace(self, req):

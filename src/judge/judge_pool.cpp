@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "judge/judge.h"
 #include "judge/judge_cache.h"
+#include "judge/mem_gate.h"
 #include "judge/timing_rules.h"
 #include "judge/worker.h"
 
@@ -91,6 +92,10 @@ struct DeviceState {
   std::atomic<bool> vmm{true};
   std::atomic<int> vmm_failures{0};
   json env;             // versions and GPU name
+  // Device memory admission: each candidate reserves an estimate from its
+  // task's measured footprint for as long as it runs (budget: 80% of the
+  // GPU's memory; off on CPU).
+  MemGate mem;
 
   std::mutex warm_mu;
   std::condition_variable warm_cv;
@@ -114,6 +119,15 @@ std::mt19937_64& Rng() {
 }
 
 std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
+
+// An error that says the GPU ran out of memory (PyTorch's allocator, the
+// CUDA driver or runtime), as opposed to a kernel's own resource limits.
+bool IsDeviceOutOfMemory(const std::string& error) {
+  return error.find("CUDA out of memory") != std::string::npos ||
+         error.find("OutOfMemoryError") != std::string::npos ||
+         error.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos ||
+         error.find("cudaErrorMemoryAllocation") != std::string::npos;
+}
 
 class JudgePool : public Judge {
  public:
@@ -350,6 +364,8 @@ class JudgePool : public Judge {
     if (st->device != "cpu" && !r.body.value("cuda_available", false)) {
       return Status::Error("no CUDA device visible to the judge for " + st->device);
     }
+    const int64_t total = r.body.value("memory_total", int64_t{0});
+    if (st->device != "cpu" && total > 0 && st->mem.budget() == 0) st->mem.SetBudget(total / 10 * 8);
     return Status::Ok();
   }
 
@@ -394,6 +410,7 @@ class JudgePool : public Judge {
       ti.ok = true;
       ti.degenerate = r.body.value("degenerate", std::vector<std::string>{});
       ti.outputs_json = r.body.value("outputs", json::array()).dump();
+      ti.footprint_bytes = r.body.value("footprint_bytes", int64_t{0});
       t->tasks[key] = ti;
     }
     *info = ti;
@@ -709,31 +726,54 @@ class JudgePool : public Judge {
       }
     }
 
-    // A warm candidate worker of its own.
-    WarmWorker ww;
-    std::string err;
-    const double t_warm = NowSeconds();
-    if (!TakeWarm(st, &ww, &err)) {
-      res.status = Status::Error(err);
-      return res;
+    // Device memory for this candidate: its inputs, intermediates and outputs
+    // for a trial and for each timing input set, its share of the reference's
+    // comparison and of the baselines (measured during its run), and the
+    // process's CUDA context.
+    const int64_t estimate = o.cuda() ? info.footprint_bytes * (o.input_sets + 4) + (int64_t{1} << 30) : 0;
+    const Verdict before = v;
+    for (int attempt = 0;; ++attempt) {
+      // A candidate that ran out of device memory next to others is judged
+      // again with the device to itself; out of memory alone is its own.
+      const bool alone = attempt > 0;
+      MemReservation reservation(&st->mem, estimate, alone);
+      if (reservation.waited() > 0.01) v.phases["memory_wait"] = reservation.waited();
+
+      // A warm candidate worker of its own.
+      WarmWorker ww;
+      std::string err;
+      const double t_warm = NowSeconds();
+      if (!TakeWarm(st, &ww, &err)) {
+        res.status = Status::Error(err);
+        return res;
+      }
+      v.phases["warm_wait"] = NowSeconds() - t_warm;
+      Worker* w = ww.worker.get();
+      v.isolation = w->isolation();
+      std::string cand_file = ww.scratch + "/candidate.py";
+      std::string task_file = ww.scratch + "/task.py";
+      std::string out_dir = ww.scratch + "/out";
+      fs::create_directories(out_dir);
+      WriteFile(cand_file, req.candidate_source);
+      WriteFile(task_file, req.task.source);
+      const unsigned long long seed0 = (o.seed ? *o.seed : Rng()()) % (1ULL << 40);
+
+      RunCandidate(st, req, o, tol, strict, info, w, cand_file, task_file, out_dir, seed0, &v);
+
+      v.output_tail = Tail(w->OutputTail(), 4000);
+      ww.worker->Kill();
+      ww.worker.reset();
+      RemoveTree(ww.scratch);
+      const bool shared = reservation.shared_with_others();
+      if (alone || !shared || !o.cuda() || v.status == kStatusOk || !IsDeviceOutOfMemory(v.error)) {
+        if (alone) v.AddFlag("judged_alone_after_oom");
+        break;
+      }
+      const double t_first = NowSeconds() - t_start;
+      reservation.Reset();
+      v = before;
+      v.phases["oom_first_attempt"] = t_first;
     }
-    v.phases["warm_wait"] = NowSeconds() - t_warm;
-    Worker* w = ww.worker.get();
-    v.isolation = w->isolation();
-    std::string cand_file = ww.scratch + "/candidate.py";
-    std::string task_file = ww.scratch + "/task.py";
-    std::string out_dir = ww.scratch + "/out";
-    fs::create_directories(out_dir);
-    WriteFile(cand_file, req.candidate_source);
-    WriteFile(task_file, req.task.source);
-    const unsigned long long seed0 = (o.seed ? *o.seed : Rng()()) % (1ULL << 40);
-
-    RunCandidate(st, req, o, tol, strict, info, w, cand_file, task_file, out_dir, seed0, &v);
-
-    v.output_tail = Tail(w->OutputTail(), 4000);
-    ww.worker->Kill();
-    ww.worker.reset();
-    RemoveTree(ww.scratch);
     v.correct = v.status == kStatusOk;
     v.judge_seconds = NowSeconds() - t_start;
     if (!info.degenerate.empty()) {

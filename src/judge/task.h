@@ -9,6 +9,7 @@
 // worker (TaskInfo); this file only finds and reads the sources.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct TaskInfo {
   std::string error;                 // one line, when !ok
   std::vector<std::string> degenerate;  // "input_independent", "zero_output_passes"
   std::string outputs_json;          // [{shape, dtype}, ...]
+  int64_t footprint_bytes = 0;       // one reference forward's device memory, parameters included
 };
 
 }  // namespace ax

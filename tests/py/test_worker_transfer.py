@@ -124,3 +124,22 @@ def test_chunked_comparison_finds_the_first_bad_element_and_counts_all(monkeypat
         assert res["got"] == 34.0 and res["expected"] == 33.0
     assert chunked["max_abs"] == whole["max_abs"]
     assert reference._compare(ref.clone(), ref, tol)["ok"] is True
+
+
+def test_load_task_reports_the_memory_one_forward_needs(tmp_path):
+    """The judge sizes its device memory admission by footprint_bytes: on CPU
+    the inputs and outputs plus the parameters."""
+    task = tmp_path / "task_params.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(100, 50)\n"
+        "    def forward(self, x):\n        return self.lin(x)\n"
+        "def get_inputs():\n    return [torch.randn(8, 100)]\n"
+        "def get_init_inputs():\n    return []\n")
+    role = ReferenceRole(4, None)
+    resp = role.op_load_task({"key": "p", "task": str(task), "device": "cpu", "init_seed": 1,
+                              "probe_seeds": [1, 2], "tolerance": {"default": [1e-4, 1e-4]}})
+    assert resp["ok"], resp
+    # input 8x100, output 8x50, weight 50x100 and bias 50, all fp32
+    assert resp["footprint_bytes"] == 4 * (800 + 400 + 5000 + 50)
