@@ -146,6 +146,10 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
     *out = "tl.where(" + x + " > 0.0, " + x + ", " + x + " * " + P("negative_slope") + ")";
   } else if (f == "elu") {
     *out = "tl.where(" + x + " > 0.0, " + x + ", " + P("alpha") + " * (tl.exp(" + x + ") - 1.0))";
+  } else if (f == "selu") {
+    // PyTorch's constants (torch/nn/functional.py), as float32 would round them.
+    *out = "1.0507009873554805 * tl.where(" + x + " > 0.0, " + x + ", 1.6732632423543772 * (tl.exp(" + x +
+           ") - 1.0))";
   } else if (f == "softplus") {
     std::string b = P("beta");
     *out = "tl.where(" + x + " * " + b + " > " + P("threshold") + ", " + x + ", tl.log(1.0 + tl.exp(" + x + " * " +

@@ -71,7 +71,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
   if (n.op == "call_module") {
     static const std::map<std::string, std::string> kModules = {
         {"ReLU", "relu"}, {"GELU", "gelu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"SiLU", "silu"},
-        {"Hardswish", "hardswish"}, {"Hardsigmoid", "hardsigmoid"}, {"LeakyReLU", "leaky_relu"}, {"ELU", "elu"},
+        {"Hardswish", "hardswish"}, {"Hardsigmoid", "hardsigmoid"}, {"LeakyReLU", "leaky_relu"}, {"ELU", "elu"}, {"SELU", "selu"},
         {"Softplus", "softplus"}, {"Mish", "mish"}, {"Hardtanh", "clamp"}, {"ReLU6", "clamp"},
         {"Identity", "identity"}, {"Dropout", "identity"}};
     auto it = kModules.find(n.ModuleClass());
@@ -116,7 +116,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
   if (auto it = kAlias.find(fn); it != kAlias.end()) fn = it->second;
   static const std::set<std::string> kBinary = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
   static const std::set<std::string> kUnary = {"neg", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs",
-                                               "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
+                                               "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu",
                                                "softplus", "mish", "clamp", "clamp_min", "clamp_max", "hardtanh",
                                                "relu6", "square", "reciprocal", "erf", "contiguous"};
   size_t nargs = n.args.size();
@@ -153,7 +153,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     if (n.op != "call_method" || nargs != 1 || !n.kwargs.empty()) return false;
     fn = "identity";
   } else if (fn == "relu" || fn == "relu6" || fn == "hardswish" || fn == "hardsigmoid" || fn == "silu" ||
-             fn == "mish") {
+             fn == "mish" || fn == "selu") {
     if (!OnlyKwargs(n, {"inplace", "input"}) || nargs > 2) return false;
     if (!InplaceSafe(g, n, InplaceFlag(n, 1))) return false;
     if (fn == "relu6") {

@@ -186,7 +186,8 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 }
 
 bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
-  if (!n.is_tensor || n.dtype != kF32) return false;
+  const bool arg = n.target == "argmax" || n.target == "argmin";  // int64 indices
+  if (!n.is_tensor || n.dtype != (arg ? "torch.int64" : kF32)) return false;
   RedOp op;
   op.out_shape = n.shape;
   if (n.op == "call_module") {
@@ -310,7 +311,8 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     return false;
   }
   fn = n.target;
-  static const std::set<std::string> kKinds = {"sum", "mean", "amax", "amin", "logsumexp", "softmax", "log_softmax"};
+  static const std::set<std::string> kKinds = {"sum",     "mean",        "amax",   "amin",  "logsumexp",
+                                               "softmax", "log_softmax", "argmax", "argmin"};
   if (!kKinds.count(fn)) return false;
   const Node* x = Input(g, n);
   if (!x) return false;
@@ -325,6 +327,10 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     if (n.args.size() > 3) return false;
     if (n.args.size() == 3 && !IsNoneArg(&n.args[2]) && !n.args[2].contains("value")) return false;
     if (!Dims(n.Arg(1, "dim"), rank, false, &dims) || dims.size() != 1) return false;
+  } else if (arg) {
+    // argmax(x) without a dim is over the flattened tensor.
+    if (!OnlyKw(n, {"dim", "keepdim", "input"}) || n.args.size() > 3) return false;
+    if (!Dims(n.Arg(1, "dim"), rank, true, &dims) || (dims.size() != 1 && dims.size() != rank)) return false;
   } else {
     if (!OnlyKw(n, {"dim", "keepdim", "dtype", "input"})) return false;
     if (n.kwargs.contains("dtype") && !IsNoneArg(&n.kwargs["dtype"])) return false;
@@ -443,6 +449,40 @@ def _ax_red{K}(x):
     part = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
     _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})](x, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return ({MERGE}).reshape({OUT_SHAPE})
+
+
+)", kv);
+  } else if (op.kind == "argmax" || op.kind == "argmin") {
+    // Per lane the first best element (strictly better replaces, so the lane
+    // keeps its first occurrence); across lanes the lowest index of the best
+    // value. NaN counts as the best (as in PyTorch), its first index wins.
+    kv["PARAMS"] = "x, out, ";
+    kv["NEUTRAL"] = op.kind == "argmax" ? "float('-inf')" : "float('inf')";
+    kv["BETTER"] = op.kind == "argmax" ? "v > best" : "v < best";
+    kv["TOP"] = op.kind == "argmax" ? "tl.max" : "tl.min";
+    o << Fill(head + R"(    best = tl.full([BLOCK_M, BLOCK_R], {NEUTRAL}, tl.float32)
+    bidx = tl.full([BLOCK_M, BLOCK_R], {R}, tl.int64)
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        v = tl.load(x + base + {OFF}, mask=m, other={NEUTRAL})
+        take = m & ((bidx == {R}) | ({BETTER}) | ((v != v) & (best == best)))
+        best = tl.where(take, v, best)
+        bidx = tl.where(take, r, bidx)
+    nan = best != best
+    top = {TOP}(tl.where(nan, {NEUTRAL}, best), axis=1)
+    first_top = tl.min(tl.where((best == top[:, None]) & (bidx < {R}), bidx, {R}), axis=1)
+    first_nan = tl.min(tl.where(nan & (bidx < {R}), bidx, {R}), axis=1)
+    res = tl.where(first_nan < {R}, first_nan, first_top)
+    tl.store(out + rows, res, mask=rows < {ROWS})
+
+
+def _ax_red{K}(x):
+    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
+    x = x.contiguous()
+    out = torch.empty(({ROWS},), device=x.device, dtype=torch.int64)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)](x, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return out.reshape({OUT_SHAPE})
 
 
 )", kv);

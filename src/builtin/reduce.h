@@ -9,6 +9,7 @@
 // (sum over dim 1 of [B, D1, D2]: rows = B * D2, R = D1) and over everything
 // but a contiguous block (batch norm over N, H, W per channel). Kinds:
 //   sum, mean, amax, amin        -> one value per row; split over R when rows are few
+//   argmax, argmin               -> one int64 index per row (first occurrence; NaN wins)
 //   logsumexp                    -> one value per row (online max and sum)
 //   softmax, log_softmax         -> x's shape (an online pass, then a write pass)
 //   norm (layer/group/instance/batch norm, training statistics)
@@ -36,7 +37,7 @@ struct Geometry {
 bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& reduced, Geometry* out);
 
 struct RedOp {
-  std::string kind;        // sum | mean | amax | amin | logsumexp | softmax | log_softmax | norm
+  std::string kind;        // sum | mean | amax | amin | argmax | argmin | logsumexp | softmax | log_softmax | norm
   std::string input;       // the node read
   std::string module;      // norm: the module's path (its weight, bias and running statistics)
   std::string norm_class;  // LayerNorm, GroupNorm, InstanceNorm2d, BatchNorm2d, ...

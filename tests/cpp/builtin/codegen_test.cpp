@@ -158,6 +158,43 @@ TEST(Codegen, MaxWithIndicesValuesBecomeAReduction) {
   EXPECT_EQ(src.find("torch.max("), std::string::npos) << src;
 }
 
+// torch.argmax(x, dim=1) becomes one kernel with int64 indices; argmin with
+// keepdim too; an argmax whose output is not int64 is not an argmax.
+TEST(Codegen, ArgmaxAndArgminBecomeIndexReductions) {
+  json I64 = {{"kind", "tensor"}, {"shape", {2, 4}}, {"dtype", "torch.int64"}};
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({2, 3, 4})}});
+  nodes.push_back({{"name", "argmax"}, {"op", "call_function"}, {"target", "argmax"}, {"callable", "torch.argmax"},
+                   {"args", {N("x")}}, {"kwargs", {{"dim", {{"repr", "1"}, {"value", 1}}}}}, {"out", I64}});
+  json keep = I64;
+  keep["shape"] = {2, 3, 1};
+  nodes.push_back({{"name", "argmin"}, {"op", "call_method"}, {"target", "argmin"},
+                   {"args", {N("x"), {{"repr", "-1"}, {"value", -1}}}},
+                   {"kwargs", {{"keepdim", {{"repr", "True"}, {"value", true}}}}}, {"out", keep}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("argmax"), N("argmin")}},
+                   {"out", {{"kind", "other"}}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &g).ok());
+  RedOp op;
+  ASSERT_TRUE(ClassifyReduction(g, g.nodes[1], &op));
+  EXPECT_EQ(op.kind, "argmax");
+  EXPECT_EQ(op.geo.rows, 8);
+  EXPECT_EQ(op.geo.R, 3);
+  ASSERT_TRUE(ClassifyReduction(g, g.nodes[2], &op));
+  EXPECT_EQ(op.kind, "argmin");
+  EXPECT_EQ(op.geo.rows, 6);
+  EXPECT_EQ(op.geo.R, 4);
+  EXPECT_EQ(ResolveSchedule(op, RedSchedule()).split, 1);  // indices are not merged across programs
+  std::string src;
+  ASSERT_TRUE(Generate(g, "", Plan(), &src).ok());
+  EXPECT_NE(src.find("v_argmax = _ax_red0(v_x)"), std::string::npos) << src;
+  EXPECT_NE(src.find("dtype=torch.int64"), std::string::npos) << src;
+  EXPECT_EQ(src.find("torch.argmax("), std::string::npos) << src;
+  Graph bad = g;
+  bad.nodes[1].dtype = "torch.float32";
+  EXPECT_FALSE(ClassifyReduction(bad, bad.nodes[1], &op));
+}
+
 TEST(Codegen, NothingToFuseIsAnError) {
   json j = BiasReluScaleGraph();
   json nodes = json::array();
