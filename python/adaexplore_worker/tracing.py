@@ -162,9 +162,17 @@ def trace(model, inputs):
     modules = dict(gm.named_modules())
     owned = set(dict(model.named_parameters())) | set(dict(model.named_buffers()))
     nodes = []
+    placeholders = 0
     for n in gm.graph.nodes:
         item = {"name": n.name, "op": n.op, "args": [_arg(a) for a in n.args],
                 "kwargs": {k: _arg(v) for k, v in n.kwargs.items()}, "out": _meta(n)}
+        if n.op == "placeholder":
+            # A number among the inputs (a scale factor, say) is a runtime
+            # scalar: generated kernels take it as an argument.
+            x = inputs[placeholders] if placeholders < len(inputs) else None
+            placeholders += 1
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                item["out"] = {"kind": "number", "type": type(x).__name__}
         if n.op in ("call_function",):
             item["target"] = getattr(n.target, "__name__", str(n.target))
             item["callable"] = _callable_expr(n.target)

@@ -90,6 +90,20 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
     *out = x + (f == "add" ? " + " : " - ") + y;
   } else if (f == "mul") {
     *out = x + " * " + a[1];
+  } else if (f == "mse_loss") {
+    *out = "(" + x + " - " + a[1] + ") * (" + x + " - " + a[1] + ")";
+  } else if (f == "l1_loss") {
+    *out = "tl.abs(" + x + " - " + a[1] + ")";
+  } else if (f == "smooth_l1_loss" || f == "huber_loss") {
+    // PyTorch's formulas, on z = |x - y|
+    std::string z = "tl.abs(" + x + " - " + a[1] + ")";
+    if (f == "smooth_l1_loss") {
+      *out = "tl.where(" + z + " < " + P("beta") + ", 0.5 * " + z + " * " + z + " / " + P("beta") + ", " + z +
+             " - 0.5 * " + P("beta") + ")";
+    } else {
+      *out = "tl.where(" + z + " < " + P("delta") + ", 0.5 * " + z + " * " + z + ", " + P("delta") + " * (" + z +
+             " - 0.5 * " + P("delta") + "))";
+    }
   } else if (f == "div") {
     *out = x + " / " + a[1];
   } else if (f == "maximum") {
@@ -297,8 +311,16 @@ struct NormFeed {
 
 Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
                  const std::map<size_t, NormFeed>& feeds, std::string* kernels) {
-  std::vector<bool> bcast;  // per input: its shape differs from the group's
-  for (const auto& in : grp.inputs) bcast.push_back(g.Find(in)->shape != grp.shape);
+  std::vector<bool> bcast;   // per input: its shape differs from the group's
+  std::vector<bool> scalar;  // per input: a runtime scalar, not a tensor
+  size_t first_tensor = grp.inputs.size();
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    const Node* in = g.Find(grp.inputs[i]);
+    scalar.push_back(in->is_number);
+    bcast.push_back(!in->is_number && in->shape != grp.shape);
+    if (!in->is_number && first_tensor == grp.inputs.size()) first_tensor = i;
+  }
+  if (first_tensor == grp.inputs.size()) return Status::Error("a kernel without tensor inputs");
   for (const auto& [i, f] : feeds) {
     if (bcast[i] || f.op->in_shape != grp.shape) return Status::Error("a norm applied in a kernel of another shape");
   }
@@ -338,6 +360,10 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       continue;
     }
     std::string v = "x" + std::to_string(i);
+    if (scalar[i]) {
+      names[grp.inputs[i]] = "in" + std::to_string(i);  // a float32 argument
+      continue;
+    }
     std::string addr = "in" + std::to_string(i) + " + offs";
     if (bcast[i]) addr = "in" + std::to_string(i) + " + (" + BroadcastIndex(g.Find(grp.inputs[i])->shape, grp.shape) + ")";
     kr << "    " << v << " = tl.load(" << addr << ", mask=mask, other=0.0).to(tl.float32)\n";
@@ -366,6 +392,10 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i << (feeds.count(i) ? ", mod" + std::to_string(i) : "");
   ln << "):\n";
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    if (scalar[i]) {
+      ln << "    in" << i << " = float(in" << i << ")\n";  // computed in float32, as PyTorch does
+      continue;
+    }
     ln << "    assert list(in" << i << ".shape) == " << PyShape(g.Find(grp.inputs[i])->shape)
        << ", \"the kernel was generated for the traced shapes\"\n";
     if (auto f = feeds.find(i); f != feeds.end()) {
@@ -378,7 +408,8 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
     }
   }
   for (size_t i = 0; i < grp.outputs.size(); ++i) {
-    ln << "    out" << i << " = torch.empty(" << PyShape(grp.shape) << ", device=in0.device, dtype=torch.float32)\n";
+    ln << "    out" << i << " = torch.empty(" << PyShape(grp.shape) << ", device=in" << first_tensor
+       << ".device, dtype=torch.float32)\n";
   }
   ln << "    n = out0.numel()\n";
   ln << "    if n == 0:\n        return ";

@@ -20,11 +20,16 @@ bool Numeric(const json* a, double* v) {
 
 bool IsNone(const json* a) { return a && a->is_object() && a->value("repr", "") == "None"; }
 
-// An operand: a float32 tensor node that broadcasts to shape, or a number.
+// An operand: a float32 tensor node that broadcasts to shape, a number, or
+// a number passed to forward (a runtime scalar).
 bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, EwOperand* out) {
   if (!a || !a->is_object()) return false;
   if (a->contains("node")) {
     const Node* src = g.Find((*a)["node"].get<std::string>());
+    if (src && src->is_number) {
+      out->node = src->name;
+      return true;
+    }
     if (!src || !src->is_tensor || src->dtype != kF32) return false;
     if (src->shape.size() > shape.size()) return false;
     for (size_t i = 0; i < src->shape.size(); ++i) {
@@ -114,6 +119,33 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
       {"truediv", "div"}, {"true_divide", "div"}, {"multiply", "mul"}, {"subtract", "sub"},
       {"clip", "clamp"}, {"negative", "neg"}, {"relu6", "relu6"}, {"absolute", "abs"}};
   if (auto it = kAlias.find(fn); it != kAlias.end()) fn = it->second;
+  static const std::set<std::string> kLosses = {"smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss"};
+  if (kLosses.count(fn)) {
+    // A pointwise loss without reduction (reduced ones are lowered to this
+    // plus a mean or sum, src/builtin/graph.cpp), on operands of its shape.
+    if (n.op != "call_function" || n.callable != "torch.nn.functional." + fn) return false;
+    if (!OnlyKwargs(n, {"size_average", "reduce", "reduction", "beta", "delta"}) || n.args.size() != 2) return false;
+    for (const char* k : {"size_average", "reduce"}) {
+      if (n.kwargs.contains(k) && !IsNone(&n.kwargs[k])) return false;
+    }
+    if (!n.kwargs.contains("reduction") || n.kwargs["reduction"].value("repr", "") != "'none'") return false;
+    EwOperand a, b;
+    if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || !Operand(g, n.Arg(1, "target"), n.shape, &b)) return false;
+    if (a.node.empty() || b.node.empty() || g.Find(a.node)->shape != n.shape || g.Find(b.node)->shape != n.shape) {
+      return false;
+    }
+    if (fn == "smooth_l1_loss" || fn == "huber_loss") {
+      const char* k = fn == "smooth_l1_loss" ? "beta" : "delta";
+      double v = 1.0;
+      if (n.kwargs.contains(k) && !Numeric(&n.kwargs[k], &v)) return false;
+      if (!(v > 0.0)) return false;  // beta 0 is an L1 loss in PyTorch; left to it
+      op.params[k] = v;
+    }
+    op.operands = {a, b};
+    op.fn = fn;
+    *out = op;
+    return true;
+  }
   static const std::set<std::string> kBinary = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
   static const std::set<std::string> kUnary = {"neg", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs",
                                                "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu", "selu",
@@ -147,7 +179,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
   }
   if (!kUnary.count(fn)) return false;
   EwOperand a;
-  if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || a.node.empty()) return false;
+  if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || a.node.empty() || g.Find(a.node)->is_number) return false;
   op.operands = {a};
   if (fn == "contiguous") {
     if (n.op != "call_method" || nargs != 1 || !n.kwargs.empty()) return false;
@@ -266,10 +298,13 @@ std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt) {
       }
     }
   }
-  // A group nothing reads is dead code: its nodes stay as they are.
+  // A group nothing reads is dead code: its nodes stay as they are; so does
+  // one that reads no tensor (only runtime scalars).
   std::vector<Group> live;
   for (auto& grp : groups) {
-    if (!grp.outputs.empty() && !grp.inputs.empty()) live.push_back(std::move(grp));
+    bool tensor_in = false;
+    for (const auto& in : grp.inputs) tensor_in = tensor_in || g.Find(in)->is_tensor;
+    if (!grp.outputs.empty() && tensor_in) live.push_back(std::move(grp));
   }
   return live;
 }

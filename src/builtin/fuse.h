@@ -38,7 +38,8 @@ struct FusionOptions {
 struct Group {
   std::vector<int> nodes;             // node indices, in order
   std::map<int, EwOp> ops;            // node index -> its operator
-  std::vector<std::string> inputs;    // tensor nodes read from outside the group, first use first
+  std::vector<std::string> inputs;    // nodes read from outside the group, first use first: tensors
+                                      // and runtime scalars (number placeholders)
   std::vector<std::string> outputs;   // group nodes read outside the group
   std::vector<int64_t> shape;         // the output shape of every node in the group
   int64_t numel() const;

@@ -1,5 +1,7 @@
 #include "builtin/graph.h"
 
+#include <set>
+
 namespace ax::builtin {
 
 using json = nlohmann::json;
@@ -26,6 +28,72 @@ void CollectNodeRefs(const json& arg, std::vector<std::string>* out) {
   }
 }
 
+namespace {
+
+// A pointwise loss with reduction 'mean' or 'sum' (F.smooth_l1_loss,
+// F.huber_loss, F.mse_loss, F.l1_loss) becomes the same loss with reduction
+// 'none' (an elementwise operator) followed by torch.mean / torch.sum over
+// everything: the same value, and two operators the compiler generates. The
+// loss node keeps its name, so its readers are unchanged.
+json LowerLosses(const json& nodes) {
+  static const std::set<std::string> kLosses = {"torch.nn.functional.smooth_l1_loss", "torch.nn.functional.huber_loss",
+                                                "torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss"};
+  json out = json::array();
+  std::set<std::string> names;
+  for (const auto& jn : nodes) names.insert(jn.value("name", ""));
+  for (const auto& jn : nodes) {
+    const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
+    const json& o = jn.contains("out") ? jn["out"] : json::object();
+    const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();
+    const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
+    std::string reduction = "'mean'";
+    if (kw.contains("reduction")) reduction = kw["reduction"].value("repr", "");
+    bool legacy = false;  // size_average / reduce set: the old spelling of reduction
+    for (const char* k : {"size_average", "reduce"}) legacy = legacy || (kw.contains(k) && kw[k].value("repr", "") != "None");
+    if (jn.value("op", "") != "call_function" || !kLosses.count(callable) || args.size() != 2 || legacy ||
+        (reduction != "'mean'" && reduction != "'sum'") || o.value("kind", "") != "tensor" ||
+        !o.contains("shape") || !o["shape"].empty() || !args[0].contains("node") || !args[1].contains("node")) {
+      out.push_back(jn);
+      continue;
+    }
+    const std::string name = jn.value("name", "");
+    std::string ew = name + "_elementwise";
+    while (names.count(ew)) ew += "_";
+    names.insert(ew);
+    json e = jn;
+    e["name"] = ew;
+    e["kwargs"]["reduction"] = {{"repr", "'none'"}};
+    e["out"] = {{"kind", "tensor"}, {"shape", nullptr}, {"dtype", o.value("dtype", "")}};  // shape: set below
+    json r = {{"name", name},
+              {"op", "call_function"},
+              {"target", reduction == "'mean'" ? "mean" : "sum"},
+              {"callable", reduction == "'mean'" ? "torch.mean" : "torch.sum"},
+              {"args", json::array({json{{"node", ew}}})},
+              {"kwargs", json::object()},
+              {"out", o}};
+    // The elementwise loss has the broadcast shape of its operands.
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& a : args) {
+      for (const auto& m : out) {
+        if (m.value("name", "") == a["node"].get<std::string>() && m.contains("out") &&
+            m["out"].value("kind", "") == "tensor") {
+          shapes.push_back(m["out"]["shape"].get<std::vector<int64_t>>());
+        }
+      }
+    }
+    if (shapes.size() != 2 || shapes[0] != shapes[1]) {  // only equal shapes (PyTorch warns on broadcasting)
+      out.push_back(jn);
+      continue;
+    }
+    e["out"]["shape"] = shapes[0];
+    out.push_back(e);
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
 Status ParseGraph(const json& j, Graph* out) {
   Graph g;
   if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) {
@@ -33,7 +101,7 @@ Status ParseGraph(const json& j, Graph* out) {
   }
   g.training = j.value("training", true);
   try {
-    for (const auto& jn : j["nodes"]) {
+    for (const auto& jn : LowerLosses(j["nodes"])) {
       Node n;
       n.name = jn.at("name").get<std::string>();
       n.op = jn.at("op").get<std::string>();
@@ -47,6 +115,7 @@ Status ParseGraph(const json& j, Graph* out) {
         if (jn["constant"].is_string()) n.constant_expr = jn["constant"].get<std::string>();
       }
       const json& o = jn.contains("out") ? jn["out"] : json::object();
+      if (o.value("kind", "") == "number" && n.op == "placeholder") n.is_number = true;
       if (o.value("kind", "") == "tensor") {
         n.is_tensor = true;
         n.shape = o.at("shape").get<std::vector<int64_t>>();

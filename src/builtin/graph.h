@@ -21,6 +21,7 @@ struct Node {
   nlohmann::json args = nlohmann::json::array();
   nlohmann::json kwargs = nlohmann::json::object();
   bool is_tensor = false;  // the node's value is one tensor
+  bool is_number = false;  // a placeholder whose value is a Python int or float
   std::vector<int64_t> shape;
   std::string dtype;       // "torch.float32", ...
   nlohmann::json module;   // call_module: {class, attrs, params, buffers}

@@ -195,6 +195,74 @@ TEST(Codegen, ArgmaxAndArgminBecomeIndexReductions) {
   EXPECT_FALSE(ClassifyReduction(bad, bad.nodes[1], &op));
 }
 
+// A number passed to forward is a runtime argument of the kernel; a group
+// that would read only numbers is not generated.
+TEST(Codegen, NumbersPassedToForwardAreKernelArguments) {
+  json nodes = json::array();
+  nodes.push_back({{"name", "a"}, {"op", "placeholder"}, {"target", "A"}, {"args", json::array()}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "s"}, {"op", "placeholder"}, {"target", "s"}, {"args", json::array()},
+                   {"out", {{"kind", "number"}, {"type", "float"}}}});
+  nodes.push_back({{"name", "mul"}, {"op", "call_function"}, {"target", "mul"}, {"callable", "operator.mul"},
+                   {"args", {N("a"), N("s")}}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("mul")}},
+                   {"out", {{"kind", "other"}}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &g).ok());
+  EXPECT_TRUE(g.nodes[1].is_number);
+  std::string src;
+  ASSERT_TRUE(Generate(g, "", Plan(), &src).ok());
+  EXPECT_NE(src.find("in1 = float(in1)"), std::string::npos) << src;
+  EXPECT_NE(src.find("_ax_launch0(v_a, v_s)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("assert list(in1.shape)"), std::string::npos) << src;
+  // unary operators never take a number as their tensor
+  nodes[2] = {{"name", "mul"}, {"op", "call_function"}, {"target", "relu"}, {"callable", "torch.relu"},
+              {"args", {N("s")}}, {"out", T({4, 8})}};
+  Graph g2;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &g2).ok());
+  EwOp op;
+  EXPECT_FALSE(ClassifyElementwise(g2, g2.nodes[2], &op));
+}
+
+// F.smooth_l1_loss(p, t) (reduction mean) is lowered to the elementwise loss
+// and torch.mean; its name stays on the mean, so its readers still find it.
+TEST(Graph, ReducedPointwiseLossesAreLowered) {
+  json S = {{"kind", "tensor"}, {"shape", json::array()}, {"dtype", "torch.float32"}};
+  json nodes = json::array();
+  nodes.push_back({{"name", "p"}, {"op", "placeholder"}, {"target", "p"}, {"args", json::array()}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "t"}, {"op", "placeholder"}, {"target", "t"}, {"args", json::array()}, {"out", T({4, 8})}});
+  nodes.push_back({{"name", "loss"}, {"op", "call_function"}, {"target", "smooth_l1_loss"},
+                   {"callable", "torch.nn.functional.smooth_l1_loss"}, {"args", {N("p"), N("t")}},
+                   {"kwargs", {{"size_average", {{"repr", "None"}}}, {"reduce", {{"repr", "None"}}},
+                               {"reduction", {{"repr", "'mean'"}}}, {"beta", C(1.0)}}},
+                   {"out", S}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("loss")}},
+                   {"out", {{"kind", "other"}}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &g).ok());
+  ASSERT_EQ(g.nodes.size(), 5u);
+  EXPECT_EQ(g.nodes[2].name, "loss_elementwise");
+  EXPECT_EQ(g.nodes[2].shape, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(g.nodes[3].name, "loss");
+  EXPECT_EQ(g.nodes[3].callable, "torch.mean");
+  EwOp op;
+  ASSERT_TRUE(ClassifyElementwise(g, g.nodes[2], &op));
+  EXPECT_EQ(op.fn, "smooth_l1_loss");
+  EXPECT_EQ(op.params.at("beta"), 1.0);
+  std::string src;
+  ASSERT_TRUE(Generate(g, "", Plan(), &src).ok());
+  EXPECT_NE(src.find("v_loss = _ax_red0(v_loss_elementwise)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("smooth_l1_loss("), std::string::npos) << src;
+  Plan lib;
+  lib.library_reductions = true;
+  ASSERT_TRUE(Generate(g, "", lib, &src).ok());
+  EXPECT_NE(src.find("torch.mean(v_loss_elementwise)"), std::string::npos) << src;
+  // the old size_average spelling stays a PyTorch call
+  nodes[2]["kwargs"]["size_average"] = {{"repr", "False"}, {"value", false}};
+  Graph old;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}}, &old).ok());
+  EXPECT_EQ(old.nodes.size(), 4u);
+}
+
 TEST(Codegen, NothingToFuseIsAnError) {
   json j = BiasReluScaleGraph();
   json nodes = json::array();
