@@ -16,6 +16,7 @@ std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
+  if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -39,6 +40,12 @@ std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
 std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> plans;
   plans.push_back(Plan());
+  // Elementwise work computed inside the reduction that reads it.
+  if (CountReducePrologues(graph_, Plan()) > 0) {
+    Plan pro;
+    pro.reduce_prologue = true;
+    plans.push_back(pro);
+  }
   // Norms applied inside the elementwise kernel that follows them.
   if (CountNormEpilogues(graph_, Plan()) > 0) {
     Plan epi;

@@ -22,6 +22,7 @@ json Plan::ToJson() const {
   json j = {{"v", 1}, {"singleton", singleton}, {"cuts", cuts}, {"sched", s}};
   if (library_reductions) j["libred"] = true;
   if (norm_epilogue) j["normepi"] = true;
+  if (reduce_prologue) j["prologue"] = true;
   if (!red.empty()) {
     json r = json::array();
     for (const auto& k : red) r.push_back({k.block_r, k.block_m, k.warps, k.split});
@@ -47,6 +48,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
     }
     p.library_reductions = j.value("libred", false);
     p.norm_epilogue = j.value("normepi", false);
+    p.reduce_prologue = j.value("prologue", false);
     for (const auto& k : j.value("red", json::array())) {
       RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>()};
       auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
@@ -309,6 +311,62 @@ struct NormFeed {
   const RedOp* op = nullptr;
 };
 
+// The group's operators as Triton lines (`indent` t_<node> = ...), reading
+// the variables in *names (its inputs) and adding its nodes' to it.
+Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& indent,
+                      std::map<std::string, std::string>* names, std::string* lines) {
+  for (int idx : grp.nodes) {
+    const EwOp& op = grp.ops.at(idx);
+    std::vector<std::string> a;
+    for (const auto& o : op.operands) a.push_back(o.node.empty() ? PyFloat(o.value) : names->at(o.node));
+    std::string e;
+    Status st = RenderEw(op, a, &e);
+    if (!st.ok()) return st;
+    std::string v = "t_" + g.nodes[idx].name;
+    *lines += indent + v + " = " + e + "\n";
+    (*names)[g.nodes[idx].name] = v;
+  }
+  return Status::Ok();
+}
+
+// Group grp computed inside a reduction's kernel (ReductionPrologue): the
+// reduction's launcher takes the group's inputs; the kernel loads them at
+// the reduction's flat index and runs the group's operators on the way.
+Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
+  if (grp.outputs.size() != 1) return Status::Error("a prologue has one output");
+  ReductionPrologue p;
+  std::string head, loads;
+  std::map<std::string, std::string> names;
+  size_t first_tensor = grp.inputs.size();
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    const std::string si = std::to_string(i);
+    const Node* in = g.Find(grp.inputs[i]);
+    p.params.push_back("in" + si);
+    if (in->is_number) {
+      head += "    in" + si + " = float(in" + si + ")\n";
+      names[grp.inputs[i]] = "in" + si;
+      continue;
+    }
+    if (first_tensor == grp.inputs.size()) first_tensor = i;
+    head += "    assert list(in" + si + ".shape) == " + PyShape(in->shape) +
+            ", \"the kernel was generated for the traced shapes\"\n    in" + si + " = in" + si + ".contiguous()\n";
+    std::string addr = in->shape != grp.shape ? "(" + BroadcastIndex(in->shape, grp.shape) + ")" : "offs";
+    loads += "        pin" + si + " = tl.load(in" + si + " + " + addr + ", mask=m, other=0.0).to(tl.float32)\n";
+    names[grp.inputs[i]] = "pin" + si;
+  }
+  if (first_tensor == grp.inputs.size()) return Status::Error("a prologue without tensor inputs");
+  Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
+  if (!st.ok()) return st;
+  const std::string result = names.at(grp.outputs[0]);
+  p.head = head;
+  p.device = "in" + std::to_string(first_tensor) + ".device";
+  p.load = [loads, result](const std::string& other) {
+    return loads + "        v = tl.where(m, " + result + ", " + other + ")\n";
+  };
+  *out = std::move(p);
+  return Status::Ok();
+}
+
 Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
                  const std::map<size_t, NormFeed>& feeds, std::string* kernels) {
   std::vector<bool> bcast;   // per input: its shape differs from the group's
@@ -369,17 +427,10 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
     kr << "    " << v << " = tl.load(" << addr << ", mask=mask, other=0.0).to(tl.float32)\n";
     names[grp.inputs[i]] = v;
   }
-  for (int idx : grp.nodes) {
-    const EwOp& op = grp.ops.at(idx);
-    std::vector<std::string> a;
-    for (const auto& o : op.operands) a.push_back(o.node.empty() ? PyFloat(o.value) : names.at(o.node));
-    std::string e;
-    Status st = RenderEw(op, a, &e);
-    if (!st.ok()) return st;
-    std::string v = "t_" + g.nodes[idx].name;
-    kr << "    " << v << " = " << e << "\n";
-    names[g.nodes[idx].name] = v;
-  }
+  std::string ops;
+  Status st = RenderGroupOps(g, grp, "    ", &names, &ops);
+  if (!st.ok()) return st;
+  kr << ops;
   for (size_t i = 0; i < grp.outputs.size(); ++i) {
     kr << "    tl.store(out" << i << " + offs, " << names.at(grp.outputs[i]) << ", mask=mask)\n";
   }
@@ -451,7 +502,43 @@ std::vector<std::map<size_t, NormFeed>> FormFeeds(const Graph& g, const std::vec
   return feeds;
 }
 
+// For each reduction, the group computed inside its kernel (plan
+// reduce_prologue): a group whose one output only that reduction reads, of
+// the reduction's input shape, applying no norm itself; not for norms.
+std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>& groups,
+                                       const std::vector<std::pair<int, RedOp>>& reds,
+                                       const std::vector<std::map<size_t, NormFeed>>& feeds) {
+  std::map<size_t, size_t> out;
+  std::set<size_t> taken;
+  for (size_t k = 0; k < reds.size(); ++k) {
+    const auto& [ni, op] = reds[k];
+    if (op.kind == "norm") continue;
+    const Node* x = g.Find(op.input);
+    // the reader: the reduction itself, or the max/min it absorbs
+    const int reader = op.absorbed.empty() ? ni : g.index.at(op.absorbed);
+    if (!x || x->users.size() != 1 || x->users[0] != reader) continue;
+    for (size_t j = 0; j < groups.size(); ++j) {
+      const Group& grp = groups[j];
+      if (grp.outputs.size() != 1 || grp.outputs[0] != op.input || grp.shape != op.in_shape) continue;
+      if (!feeds[j].empty() || taken.count(j)) continue;
+      out[k] = j;
+      taken.insert(j);
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+int CountReducePrologues(const Graph& g, const Plan& plan) {
+  std::vector<Group> groups = FormGroups(g, plan.Fusion());
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
+  std::set<int> fed;
+  std::vector<std::map<size_t, NormFeed>> feeds =
+      plan.norm_epilogue ? FormFeeds(g, groups, reds, &fed) : std::vector<std::map<size_t, NormFeed>>(groups.size());
+  return static_cast<int>(FormPrologues(g, groups, reds, feeds).size());
+}
 
 int CountNormEpilogues(const Graph& g, const Plan& plan) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
@@ -501,13 +588,29 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   std::vector<std::map<size_t, NormFeed>> feeds =
       plan.norm_epilogue ? FormFeeds(g, groups, reds, &fed) : std::vector<std::map<size_t, NormFeed>>(groups.size());
 
+  // Elementwise kernels computed inside the reduction that reads them.
+  std::map<size_t, size_t> prologue_of;  // reduction -> group
+  std::set<size_t> inside;               // groups not launched on their own
+  if (plan.reduce_prologue) {
+    prologue_of = FormPrologues(g, groups, reds, feeds);
+    for (const auto& [k, j] : prologue_of) inside.insert(j);
+  }
+  if (kernels) *kernels -= static_cast<int>(inside.size());
+
   std::string kernel_src;
   for (size_t k = 0; k < groups.size(); ++k) {
+    if (inside.count(k)) continue;
     Status st = EmitGroup(g, groups[k], k, written.For(k), feeds[k], &kernel_src);
     if (!st.ok()) return st;
   }
   for (size_t k = 0; k < reds.size(); ++k) {
-    Status st = EmitReduction(reds[k].second, k, written.RedFor(k), &kernel_src);
+    ReductionPrologue pro;
+    const bool with = prologue_of.count(k) > 0;
+    if (with) {
+      Status st = MakePrologue(g, groups[prologue_of.at(k)], &pro);
+      if (!st.ok()) return st;
+    }
+    Status st = EmitReduction(reds[k].second, k, written.RedFor(k), &kernel_src, with ? &pro : nullptr);
     if (!st.ok()) return st;
   }
 
@@ -524,6 +627,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       continue;
     }
     if (auto it = last_of.find(static_cast<int>(i)); it != last_of.end()) {
+      if (inside.count(it->second)) continue;  // computed by the reduction that reads it
       const Group& grp = groups[it->second];
       body << "        ";
       for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
@@ -542,7 +646,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (fused.count(static_cast<int>(i)) || absorbed.count(n.name) || fed.count(static_cast<int>(i))) continue;
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;
-      body << "        " << v << " = _ax_red" << it->second << "(" << Var(op.input);
+      body << "        " << v << " = _ax_red" << it->second << "(";
+      if (auto p = prologue_of.find(it->second); p != prologue_of.end()) {
+        const Group& grp = groups[p->second];
+        for (size_t j = 0; j < grp.inputs.size(); ++j) body << (j ? ", " : "") << Var(grp.inputs[j]);
+      } else {
+        body << Var(op.input);
+      }
       if (op.kind == "norm") body << ", " << AttrExpr(op.module);
       body << ")\n";
       continue;

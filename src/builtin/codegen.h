@@ -34,6 +34,9 @@ struct Plan {
   // A norm whose only readers are one elementwise kernel of its shape is
   // applied inside that kernel (its statistics kernel stays): one pass less.
   bool norm_epilogue = false;
+  // An elementwise kernel whose only reader is a reduction of its shape
+  // (not a norm) is computed inside the reduction's kernel: one pass less.
+  bool reduce_prologue = false;
   std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
   RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }
 
@@ -51,6 +54,10 @@ std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& pl
 // How many norms plan would apply inside the elementwise kernel after them
 // (with norm_epilogue set).
 int CountNormEpilogues(const Graph& g, const Plan& plan);
+
+// How many elementwise kernels plan would compute inside the reduction that
+// reads them (with reduce_prologue set).
+int CountReducePrologues(const Graph& g, const Plan& plan);
 
 // The source of ModelNew for graph under plan; *kernels says how many Triton
 // kernels it launches (an error when there would be none: nothing to fuse).

@@ -124,8 +124,10 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     // A pointwise loss without reduction (reduced ones are lowered to this
     // plus a mean or sum, src/builtin/graph.cpp), on operands of its shape.
     if (n.op != "call_function" || n.callable != "torch.nn.functional." + fn) return false;
-    if (!OnlyKwargs(n, {"size_average", "reduce", "reduction", "beta", "delta"}) || n.args.size() != 2) return false;
-    for (const char* k : {"size_average", "reduce"}) {
+    if (!OnlyKwargs(n, {"size_average", "reduce", "reduction", "beta", "delta", "weight"}) || n.args.size() != 2) {
+      return false;
+    }
+    for (const char* k : {"size_average", "reduce", "weight"}) {
       if (n.kwargs.contains(k) && !IsNone(&n.kwargs[k])) return false;
     }
     if (!n.kwargs.contains("reduction") || n.kwargs["reduction"].value("repr", "") != "'none'") return false;

@@ -49,7 +49,7 @@ json LowerLosses(const json& nodes) {
     std::string reduction = "'mean'";
     if (kw.contains("reduction")) reduction = kw["reduction"].value("repr", "");
     bool legacy = false;  // size_average / reduce set: the old spelling of reduction
-    for (const char* k : {"size_average", "reduce"}) legacy = legacy || (kw.contains(k) && kw[k].value("repr", "") != "None");
+    for (const char* k : {"size_average", "reduce", "weight"}) legacy = legacy || (kw.contains(k) && kw[k].value("repr", "") != "None");
     if (jn.value("op", "") != "call_function" || !kLosses.count(callable) || args.size() != 2 || legacy ||
         (reduction != "'mean'" && reduction != "'sum'") || o.value("kind", "") != "tensor" ||
         !o.contains("shape") || !o["shape"].empty() || !args[0].contains("node") || !args[1].contains("node")) {

@@ -399,7 +399,8 @@ std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
   return o;
 }
 
-Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src) {
+Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src,
+                     const ReductionPrologue* pro) {
   const Geometry& g = op.geo;
   RedSchedule s = ResolveSchedule(op, want);
   const bool big = g.numel() >= (int64_t{1} << 31) - (int64_t{1} << 20);
@@ -410,6 +411,31 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
       {"BASE", BaseExpr(g)}, {"OFF", OffExpr(g)}, {"IN_SHAPE", PyShape(op.in_shape)},
       {"OUT_SHAPE", PyShape(op.out_shape)}, {"KIND", op.kind}, {"CAST", big ? ".to(tl.int64)" : ""},
       {"NUMEL", I(g.numel())}};
+  // The kernel's input: x, or the inputs of an elementwise prologue computed
+  // in place of loading x (its value at flat index offs, in v).
+  std::string xparams = "x";
+  if (pro) {
+    xparams.clear();
+    for (size_t i = 0; i < pro->params.size(); ++i) xparams += (i ? ", " : "") + pro->params[i];
+  }
+  kv["XARGS"] = xparams;
+  kv["DEV"] = pro ? pro->device : "x.device";
+  kv["LAUNCH_HEAD"] = "def _ax_red" + I(static_cast<int64_t>(k)) + "(" + xparams + "):\n" +
+                      (pro ? pro->head
+                           : "    assert list(x.shape) == " + PyShape(op.in_shape) +
+                                 ", \"the kernel was generated for the traced shapes\"\n    x = x.contiguous()\n");
+  auto load = [&](const std::string& other, bool addr) -> std::string {
+    if (!pro) return "        v = tl.load(x + " + std::string(addr ? "addr" : "base + " + OffExpr(g)) + ", mask=m, other=" + other + ")\n";
+    return "        offs = " + std::string(addr ? "addr" : "base + " + OffExpr(g)) + "\n" + pro->load(other);
+  };
+  const std::string neutral_other = op.kind == "amax" || op.kind == "argmax"   ? "float('-inf')"
+                                    : op.kind == "amin" || op.kind == "argmin" ? "float('inf')"
+                                    : op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp"
+                                        ? "float('-inf')"
+                                        : "0.0";
+  kv["LOADV"] = load(neutral_other, false);
+  kv["LOADV0"] = load("0.0", true);
+  if (pro && op.kind == "norm") return Status::Error("a norm takes no prologue");
   std::ostringstream o;
   const std::string head = R"(@triton.jit
 def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
@@ -426,7 +452,7 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";
     std::string merge = op.kind == "amax" ? "part.amax(0)" : op.kind == "amin" ? "part.amin(0)" : "part.sum(0)";
     if (op.kind == "mean") merge += " / " + PyFloat(static_cast<double>(g.R));
-    kv["PARAMS"] = "x, out, ";
+    kv["PARAMS"] = xparams + ", out, ";
     kv["NEUTRAL"] = neutral;
     kv["COMBINE"] = combine;
     kv["REDUCE"] = reduce;
@@ -437,17 +463,13 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     for r0 in range(0, {CHUNK}, BLOCK_R):
         r = (lo + r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
-        v = tl.load(x + base + {OFF}, mask=m, other={NEUTRAL})
-        acc = {COMBINE}
+{LOADV}        acc = {COMBINE}
     res = {REDUCE}(acc, axis=1){POST}
     tl.store(out + tl.program_id(1) * {ROWS} + rows, res, mask=rows < {ROWS})
 
 
-def _ax_red{K}(x):
-    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
-    x = x.contiguous()
-    part = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})](x, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+{LAUNCH_HEAD}    part = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})]({XARGS}, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return ({MERGE}).reshape({OUT_SHAPE})
 
 
@@ -456,7 +478,7 @@ def _ax_red{K}(x):
     // Per lane the first best element (strictly better replaces, so the lane
     // keeps its first occurrence); across lanes the lowest index of the best
     // value. NaN counts as the best (as in PyTorch), its first index wins.
-    kv["PARAMS"] = "x, out, ";
+    kv["PARAMS"] = xparams + ", out, ";
     kv["NEUTRAL"] = op.kind == "argmax" ? "float('-inf')" : "float('inf')";
     kv["BETTER"] = op.kind == "argmax" ? "v > best" : "v < best";
     kv["TOP"] = op.kind == "argmax" ? "tl.max" : "tl.min";
@@ -465,8 +487,7 @@ def _ax_red{K}(x):
     for r0 in range(0, {R}, BLOCK_R):
         r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
-        v = tl.load(x + base + {OFF}, mask=m, other={NEUTRAL})
-        take = m & ((bidx == {R}) | ({BETTER}) | ((v != v) & (best == best)))
+{LOADV}        take = m & ((bidx == {R}) | ({BETTER}) | ((v != v) & (best == best)))
         best = tl.where(take, v, best)
         bidx = tl.where(take, r, bidx)
     nan = best != best
@@ -477,24 +498,20 @@ def _ax_red{K}(x):
     tl.store(out + rows, res, mask=rows < {ROWS})
 
 
-def _ax_red{K}(x):
-    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
-    x = x.contiguous()
-    out = torch.empty(({ROWS},), device=x.device, dtype=torch.int64)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)](x, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+{LAUNCH_HEAD}    out = torch.empty(({ROWS},), device={DEV}, dtype=torch.int64)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out.reshape({OUT_SHAPE})
 
 
 )", kv);
   } else if (op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp") {
-    kv["PARAMS"] = "x, out, ";
+    kv["PARAMS"] = xparams + ", out, ";
     std::string body = head + R"(    m_i = tl.full([BLOCK_M, BLOCK_R], float('-inf'), tl.float32)
     s_i = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
     for r0 in range(0, {R}, BLOCK_R):
         r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
-        v = tl.load(x + base + {OFF}, mask=m, other=float('-inf'))
-        m_new = tl.maximum(m_i, v)
+{LOADV}        m_new = tl.maximum(m_i, v)
         s_i = tl.where(m_new == float('-inf'), 0.0, s_i * tl.exp(m_i - m_new) + tl.exp(v - m_new))
         m_i = m_new
     mx = tl.max(m_i, axis=1)
@@ -504,11 +521,8 @@ def _ax_red{K}(x):
       body += R"(    tl.store(out + rows, mx + tl.log(tot), mask=rows < {ROWS})
 
 
-def _ax_red{K}(x):
-    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
-    x = x.contiguous()
-    out = torch.empty({OUT_SHAPE}, device=x.device, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)](x, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+{LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out
 
 
@@ -520,15 +534,11 @@ def _ax_red{K}(x):
         r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
         addr = base + {OFF}
-        v = tl.load(x + addr, mask=m, other=0.0)
-        tl.store(out + addr, {Y}, mask=m)
+{LOADV0}        tl.store(out + addr, {Y}, mask=m)
 
 
-def _ax_red{K}(x):
-    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
-    x = x.contiguous()
-    out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)](x, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+{LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out
 
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,25 @@ struct RedSchedule {
 // The schedule actually used for op under the requested one.
 RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
 
+// An elementwise prologue computed inside a reduction's kernel in place of
+// loading its input: one read of the prologue's inputs instead of a write and
+// a read of the intermediate tensor (codegen.cpp builds it from a group).
+struct ReductionPrologue {
+  std::vector<std::string> params;  // the kernel's and launcher's inputs, in place of x
+  std::string head;                 // launcher lines (4-space indent): shape asserts, contiguous, float()
+  std::string device;               // where the outputs go ("in0.device")
+  // Kernel lines (8-space indent) that leave in `v` the element at the flat
+  // index `offs` under mask `m`, and `other` where the mask is off.
+  std::function<std::string(const std::string& other)> load;
+};
+
 // The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
 // The launcher takes the input tensor, and for a norm also the module; a
 // norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var, w, b, has_b),
 // which updates the running statistics, for kernels that apply it themselves.
-Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src);
+// With a prologue (not for norms), the launcher takes the prologue's inputs.
+Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src,
+                     const ReductionPrologue* pro = nullptr);
 
 // Triton lines (4-space indented) applying norm op to the elements at `offs`
 // (under `mask`): they read x<sfx>, mean<sfx>, var<sfx>, w<sfx>, b<sfx> and

@@ -187,6 +187,25 @@ TEST_F(BuiltinJudge, NormsAreAppliedInsideTheKernelsAfterThem) {
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
+TEST_F(BuiltinJudge, ReducePrologues) {
+  AllPlansPass("tests/corpus/builtin/reduce_prologues.py", 1);
+  TaskRef t = Task("tests/corpus/builtin/reduce_prologues.py");
+  json j;
+  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
+  Graph g;
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  Plan plan;
+  EXPECT_EQ(CountReducePrologues(g, plan), 6);
+  int plain = 0, inside = 0;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, &plain).ok());
+  plan.reduce_prologue = true;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, &inside).ok());
+  EXPECT_EQ(plain - inside, 6) << src;
+  EXPECT_EQ(src.find("_ax_launch"), std::string::npos) << "an elementwise kernel is still launched\n" << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
