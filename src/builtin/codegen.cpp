@@ -504,15 +504,16 @@ std::vector<std::map<size_t, NormFeed>> FormFeeds(const Graph& g, const std::vec
 
 // For each reduction, the group computed inside its kernel (plan
 // reduce_prologue): a group whose one output only that reduction reads, of
-// the reduction's input shape, applying no norm itself; not for norms.
+// the reduction's input shape, applying no norm itself; a norm that another
+// kernel applies (fed) keeps its input.
 std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>& groups,
                                        const std::vector<std::pair<int, RedOp>>& reds,
-                                       const std::vector<std::map<size_t, NormFeed>>& feeds) {
+                                       const std::vector<std::map<size_t, NormFeed>>& feeds, const std::set<int>& fed) {
   std::map<size_t, size_t> out;
   std::set<size_t> taken;
   for (size_t k = 0; k < reds.size(); ++k) {
     const auto& [ni, op] = reds[k];
-    if (op.kind == "norm") continue;
+    if (fed.count(ni)) continue;
     const Node* x = g.Find(op.input);
     // the reader: the reduction itself, or the max/min it absorbs
     const int reader = op.absorbed.empty() ? ni : g.index.at(op.absorbed);
@@ -537,7 +538,7 @@ int CountReducePrologues(const Graph& g, const Plan& plan) {
   std::set<int> fed;
   std::vector<std::map<size_t, NormFeed>> feeds =
       plan.norm_epilogue ? FormFeeds(g, groups, reds, &fed) : std::vector<std::map<size_t, NormFeed>>(groups.size());
-  return static_cast<int>(FormPrologues(g, groups, reds, feeds).size());
+  return static_cast<int>(FormPrologues(g, groups, reds, feeds, fed).size());
 }
 
 int CountNormEpilogues(const Graph& g, const Plan& plan) {
@@ -592,7 +593,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   std::map<size_t, size_t> prologue_of;  // reduction -> group
   std::set<size_t> inside;               // groups not launched on their own
   if (plan.reduce_prologue) {
-    prologue_of = FormPrologues(g, groups, reds, feeds);
+    prologue_of = FormPrologues(g, groups, reds, feeds, fed);
     for (const auto& [k, j] : prologue_of) inside.insert(j);
   }
   if (kernels) *kernels -= static_cast<int>(inside.size());

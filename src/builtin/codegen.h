@@ -34,8 +34,8 @@ struct Plan {
   // A norm whose only readers are one elementwise kernel of its shape is
   // applied inside that kernel (its statistics kernel stays): one pass less.
   bool norm_epilogue = false;
-  // An elementwise kernel whose only reader is a reduction of its shape
-  // (not a norm) is computed inside the reduction's kernel: one pass less.
+  // An elementwise kernel whose only reader is a reduction or norm of its
+  // shape is computed inside the reduction's kernels: one pass less.
   bool reduce_prologue = false;
   std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
   RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }

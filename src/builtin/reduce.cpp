@@ -97,6 +97,22 @@ std::string Fill(std::string t, const std::map<std::string, std::string>& kv) {
   return t;
 }
 
+// Lines with four leading spaces fewer (kernel lines written for a loop body,
+// used at the kernel's top level).
+std::string Dedent4(const std::string& lines) {
+  std::string out;
+  size_t at = 0;
+  while (at < lines.size()) {
+    size_t end = lines.find('\n', at);
+    if (end == std::string::npos) end = lines.size();
+    std::string line = lines.substr(at, end - at);
+    if (line.rfind("    ", 0) == 0) line = line.substr(4);
+    out += line + "\n";
+    at = end + 1;
+  }
+  return out;
+}
+
 // Python expressions of the address formula over row2 ([BLOCK_M, 1]) and r ([1, BLOCK_R]).
 std::string BaseExpr(const Geometry& g) {
   std::string a, b;
@@ -435,7 +451,6 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
                                         : "0.0";
   kv["LOADV"] = load(neutral_other, false);
   kv["LOADV0"] = load("0.0", true);
-  if (pro && op.kind == "norm") return Status::Error("a norm takes no prologue");
   std::ostringstream o;
   const std::string head = R"(@triton.jit
 def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
@@ -549,20 +564,39 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
   } else if (op.kind == "norm") {
     // Statistics: shifted sums (by the row's first element) for a stable
     // variance in one read; partial sums per split, merged by the launcher.
-    kv["PARAMS"] = "x, p1, p2, shift, ";
-    kv["APPLY"] = NormApplyLines(op, "");
+    kv["PARAMS"] = xparams + ", p1, p2, shift, ";
+    std::string apply = NormApplyLines(op, "");
+    if (pro) {
+      // The prologue stands in for every read of x: the shift (the row's
+      // first element), the statistics loop and the apply kernel.
+      const std::string xload = "    v = tl.load(x + offs, mask=mask, other=0.0)\n";
+      const size_t at = apply.find(xload);
+      if (at == std::string::npos) return Status::Error("norm apply lines changed");
+      apply.replace(at, xload.size(), "    m = mask\n" + Dedent4(pro->load("0.0")));
+      kv["K0"] = "    m = rmask\n    offs = base\n" + Dedent4(pro->load("0.0")) + "    k0 = v\n";
+      kv["NORM_HEAD"] = pro->head;
+      kv["XRET"] = "None";
+      kv["WB"] = pro->device.substr(0, pro->device.find('.'));  // a tensor argument stands in
+    } else {
+      kv["K0"] = "    k0 = tl.load(x + base, mask=rmask, other=0.0)\n";
+      kv["NORM_HEAD"] = "    assert list(x.shape) == " + PyShape(op.in_shape) +
+                        ", \"the kernel was generated for the traced shapes\"\n    x = x.contiguous()\n";
+      kv["XRET"] = "x";
+      kv["WB"] = "x";
+    }
+    kv["APPLY"] = apply;
+    kv["XLHS"] = pro ? "_" : "x";
+    kv["LOADN"] = load("0.0", false);
     kv["MOD"] = op.module.empty() ? "None" : "mod";
     const int ablock = 1024;
     kv["AB"] = I(ablock);
-    o << Fill(head + R"(    k0 = tl.load(x + base, mask=rmask, other=0.0)
-    lo = tl.program_id(1) * {CHUNK}
+    o << Fill(head + R"({K0}    lo = tl.program_id(1) * {CHUNK}
     a1 = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
     a2 = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
     for r0 in range(0, {CHUNK}, BLOCK_R):
         r = (lo + r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
-        v = tl.load(x + base + {OFF}, mask=m, other=0.0)
-        d = tl.where(m, v - k0, 0.0)
+{LOADN}        d = tl.where(m, v - k0, 0.0)
         a1 += d
         a2 += d * d
     rm = rows < {ROWS}
@@ -573,22 +607,21 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 
 
 @triton.jit
-def _ax_red{K}_apply(x, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
     # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c]
     offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
     mask = offs < {NUMEL}
 {APPLY}    tl.store(out + offs, y, mask=mask)
 
 
-def _ax_red{K}_stats(x, mod):
-    """x made contiguous, its per-row mean and biased variance, and the affine
-    parameters for an apply kernel (x stands in for a missing one; has_b)."""
-    assert list(x.shape) == {IN_SHAPE}, "the kernel was generated for the traced shapes"
-    x = x.contiguous()
-    p1 = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
-    p2 = torch.empty(({SPLIT}, {ROWS}), device=x.device, dtype=torch.float32)
-    shift = torch.empty(({ROWS},), device=x.device, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})](x, p1, p2, shift, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+def _ax_red{K}_stats({XARGS}, mod):
+    """x made contiguous (None with a prologue), its per-row mean and biased
+    variance, and the affine parameters for an apply kernel (a tensor argument
+    stands in for a missing one; has_b)."""
+{NORM_HEAD}    p1 = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
+    p2 = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
+    shift = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})]({XARGS}, p1, p2, shift, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     md = p1.sum(0) / {R}.0
     var = torch.clamp_min(p2.sum(0) / {R}.0 - md * md, 0.0)
     mean = shift + md
@@ -602,15 +635,15 @@ def _ax_red{K}_stats(x, mod):
             mod.running_var.mul_(1.0 - f).add_(var, alpha=f * {R} / max({R} - 1, 1))
 )", kv);
     }
-    o << Fill(R"(    w = mod.weight if getattr(mod, "weight", None) is not None else x
-    b = mod.bias if getattr(mod, "bias", None) is not None else x
-    return x, mean, var, w, b, getattr(mod, "bias", None) is not None
+    o << Fill(R"(    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
+    b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
+    return {XRET}, mean, var, w, b, getattr(mod, "bias", None) is not None
 
 
-def _ax_red{K}(x, mod):
-    x, mean, var, w, b, has_b = _ax_red{K}_stats(x, mod)
-    out = torch.empty({IN_SHAPE}, device=x.device, dtype=torch.float32)
-    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)](x, out, mean, var, w, b, HAS_B=has_b, BLOCK={AB}, num_warps=4)
+def _ax_red{K}({XARGS}, mod):
+    {XLHS}, mean, var, w, b, has_b = _ax_red{K}_stats({XARGS}, mod)
+    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)]({XARGS}, out, mean, var, w, b, HAS_B=has_b, BLOCK={AB}, num_warps=4)
     return out
 
 

@@ -84,7 +84,8 @@ struct ReductionPrologue {
 // The launcher takes the input tensor, and for a norm also the module; a
 // norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var, w, b, has_b),
 // which updates the running statistics, for kernels that apply it themselves.
-// With a prologue (not for norms), the launcher takes the prologue's inputs.
+// With a prologue, the launcher takes the prologue's inputs (a norm's also its
+// module; its `_stats` launcher then returns None for x).
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src,
                      const ReductionPrologue* pro = nullptr);
 

@@ -206,6 +206,22 @@ TEST_F(BuiltinJudge, ReducePrologues) {
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
+TEST_F(BuiltinJudge, NormPrologues) {
+  AllPlansPass("tests/corpus/builtin/norm_prologues.py", 1);
+  TaskRef t = Task("tests/corpus/builtin/norm_prologues.py");
+  json j;
+  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
+  Graph g;
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  Plan plan;
+  EXPECT_EQ(CountReducePrologues(g, plan), 4);
+  plan.reduce_prologue = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(src.find("_ax_launch"), std::string::npos) << "an elementwise kernel is still launched\n" << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
