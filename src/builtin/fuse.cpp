@@ -30,6 +30,18 @@ bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, E
       out->node = src->name;
       return true;
     }
+    // torch.tensor(<number>[, device=..., dtype=torch.float32]): the number itself.
+    if (src && src->op == "call_function" && src->callable == "torch.tensor" && src->args.size() == 1 &&
+        src->args[0].contains("value") && src->args[0]["value"].is_number() && !src->args[0]["value"].is_boolean()) {
+      bool plain = true;
+      for (const auto& [k, v] : src->kwargs.items()) {
+        plain = plain && (k == "device" || (k == "dtype" && (IsNone(&v) || v.value("repr", "") == "torch.float32")));
+      }
+      if (plain) {
+        out->value = src->args[0]["value"].get<double>();
+        return true;
+      }
+    }
     if (!src || !src->is_tensor || src->dtype != kF32) return false;
     if (src->shape.size() > shape.size()) return false;
     for (size_t i = 0; i < src->shape.size(); ++i) {
@@ -119,6 +131,11 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
       {"truediv", "div"}, {"true_divide", "div"}, {"multiply", "mul"}, {"subtract", "sub"},
       {"clip", "clamp"}, {"negative", "neg"}, {"relu6", "relu6"}, {"absolute", "abs"}};
   if (auto it = kAlias.find(fn); it != kAlias.end()) fn = it->second;
+  // torch.min(x, y) / torch.max(x, y) with a tensor y are elementwise (with
+  // a dim they are reductions, reduce.cpp).
+  if ((fn == "min" || fn == "max") && n.args.size() == 2 && n.kwargs.empty() && n.args[1].contains("node")) {
+    fn = fn == "min" ? "minimum" : "maximum";
+  }
   static const std::set<std::string> kLosses = {"smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss"};
   if (kLosses.count(fn)) {
     // A pointwise loss without reduction (reduced ones are lowered to this

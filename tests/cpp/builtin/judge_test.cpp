@@ -222,6 +222,20 @@ TEST_F(BuiltinJudge, NormPrologues) {
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
+TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
+  AllPlansPass("tests/corpus/builtin/min_max_tensors.py", 1);
+  TaskRef t = Task("tests/corpus/builtin/min_max_tensors.py");
+  json j;
+  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
+  Graph g;
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  int minimum = 0;
+  for (const auto& n : g.nodes) {
+    EwOp op;
+    if (ClassifyElementwise(g, n, &op) && (op.fn == "minimum" || op.fn == "maximum")) ++minimum;
+  }
+  EXPECT_EQ(minimum, 2);
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
