@@ -201,11 +201,76 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
   return false;
 }
 
+// nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d on a batched [N, C, ...] input:
+// dilation 1, no ceil_mode, no indices, no divisor override.
+bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
+  const std::string cls = n.ModuleClass();
+  const bool is_max = cls.rfind("MaxPool", 0) == 0, is_avg = cls.rfind("AvgPool", 0) == 0;
+  if ((!is_max && !is_avg) || cls.size() != 9 || cls.back() != 'd' || cls[7] < '1' || cls[7] > '3') return false;
+  const size_t d = static_cast<size_t>(cls[7] - '0');
+  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  if (n.args.size() != 1 || !n.kwargs.empty()) return false;
+  const Node* x = Input(g, n);
+  if (!x || x->shape.size() != d + 2 || n.shape.size() != d + 2) return false;
+  auto per_dim = [&](const char* k, int64_t dflt, std::vector<int64_t>* v) -> bool {
+    v->clear();
+    if (!attrs.contains(k) || attrs[k].is_null()) {
+      if (dflt < 0) return false;
+      v->assign(d, dflt);
+      return true;
+    }
+    const json& a = attrs[k];
+    if (a.is_number_integer()) {
+      v->assign(d, a.get<int64_t>());
+      return true;
+    }
+    if (!a.is_array() || a.size() != d) return false;
+    for (const auto& e : a) {
+      if (!e.is_number_integer()) return false;
+      v->push_back(e.get<int64_t>());
+    }
+    return true;
+  };
+  std::vector<int64_t> k, s, p, dil;
+  if (!per_dim("kernel_size", -1, &k) || !per_dim("padding", 0, &p)) return false;
+  if (attrs.contains("stride") && !attrs["stride"].is_null() && !(attrs["stride"].is_array() && attrs["stride"].empty())) {
+    if (!per_dim("stride", -1, &s)) return false;
+  } else {
+    s = k;
+  }
+  if (is_max && (!per_dim("dilation", 1, &dil) || std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v != 1; })))
+    return false;
+  if (attrs.value("ceil_mode", false) || attrs.value("return_indices", false)) return false;
+  if (is_avg && attrs.contains("divisor_override") && !attrs["divisor_override"].is_null()) return false;
+  std::vector<int64_t> want = {x->shape[0], x->shape[1]};
+  for (size_t i = 0; i < d; ++i) {
+    if (k[i] < 1 || s[i] < 1 || p[i] < 0 || 2 * p[i] > k[i]) return false;
+    want.push_back((x->shape[i + 2] + 2 * p[i] - k[i]) / s[i] + 1);
+  }
+  if (want != n.shape) return false;
+  op.kind = is_max ? "maxpool" : "avgpool";
+  op.input = x->name;
+  op.in_shape = x->shape;
+  op.pool_k = k;
+  op.pool_s = s;
+  op.pool_p = p;
+  op.count_include_pad = attrs.value("count_include_pad", true);
+  int64_t outs = 1, vol = 1;
+  for (auto v : n.shape) outs *= v;
+  for (auto v : k) vol *= v;
+  op.geo = Geometry{outs, vol, outs, 0, 0, vol, 0};
+  *out = op;
+  return true;
+}
+
 bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
   const bool arg = n.target == "argmax" || n.target == "argmin";  // int64 indices
   if (!n.is_tensor || n.dtype != (arg ? "torch.int64" : kF32)) return false;
   RedOp op;
   op.out_shape = n.shape;
+  if (n.op == "call_module" && (n.ModuleClass().find("Pool") != std::string::npos)) {
+    return ClassifyPool(g, n, op, out);
+  }
   if (n.op == "call_module") {
     const std::string cls = n.ModuleClass();
     const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
@@ -365,6 +430,15 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
 
 RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   RedSchedule s = want;
+  if (op.kind == "maxpool" || op.kind == "avgpool") {
+    // BLOCK_M output positions per program; the window is a loop.
+    s.block_r = 1;
+    if (s.block_m <= 0) s.block_m = 512;
+    s.block_m = std::min(s.block_m, 4096);
+    if (s.warps <= 0) s.warps = 4;
+    s.split = 1;
+    return s;
+  }
   const Geometry& g = op.geo;
   const bool rc = RContiguous(g);
   const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ? 2048 : 4096;
@@ -561,6 +635,65 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
       kv["Y"] = op.kind == "softmax" ? "tl.exp(v - mx2) * inv" : "v - lt";
     }
     o << Fill(body, kv);
+  } else if (op.kind == "maxpool" || op.kind == "avgpool") {
+    const size_t d = op.pool_k.size();
+    int64_t in_numel = 1;
+    for (auto v : op.in_shape) in_numel *= v;
+    const bool wide = in_numel >= (int64_t{1} << 31) - (int64_t{1} << 20);
+    const bool is_max = op.kind == "maxpool";
+    std::string k = "    # " + op.kind + " kernel " + PyShape(op.pool_k) + " stride " + PyShape(op.pool_s) + " padding " +
+                    PyShape(op.pool_p) + ": " + PyShape(op.in_shape) + " -> " + PyShape(op.out_shape) + "\n";
+    k += "    o = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))" + std::string(wide ? ".to(tl.int64)" : "") + "\n";
+    k += "    omask = o < " + I(g.rows) + "\n";
+    // unravel the output index: o = ((nc * O0 + o0) * O1 + o1) * O2 + o2
+    k += "    t = o\n";
+    for (size_t i = d; i-- > 0;) {
+      k += "    q" + I(static_cast<int64_t>(i)) + " = t % " + I(op.out_shape[i + 2]) + "\n";
+      k += "    t = t // " + I(op.out_shape[i + 2]) + "\n";
+    }
+    int64_t spatial = 1;
+    for (size_t i = 0; i < d; ++i) spatial *= op.in_shape[i + 2];
+    k += "    nc_base = t * " + I(spatial) + "\n";
+    int64_t vol = 1;
+    for (auto v : op.pool_k) vol *= v;
+    k += std::string("    acc = tl.full([BLOCK_M], ") + (is_max ? "float('-inf')" : "0.0") + ", tl.float32)\n";
+    if (!is_max && !op.count_include_pad) k += "    cnt = tl.zeros([BLOCK_M], dtype=tl.float32)\n";
+    k += "    for kk in range(" + I(vol) + "):\n";
+    std::string inside = "omask", offs = "nc_base";
+    int64_t stride_in = spatial, kdiv = vol;
+    for (size_t i = 0; i < d; ++i) {
+      const std::string si = I(static_cast<int64_t>(i));
+      kdiv /= op.pool_k[i];
+      stride_in /= op.in_shape[i + 2];
+      k += "        w" + si + " = (kk // " + I(kdiv) + ") % " + I(op.pool_k[i]) + "\n";
+      k += "        i" + si + " = q" + si + " * " + I(op.pool_s[i]) + " - " + I(op.pool_p[i]) + " + w" + si + "\n";
+      inside += " & (i" + si + " >= 0) & (i" + si + " < " + I(op.in_shape[i + 2]) + ")";
+      offs += " + i" + si + (stride_in == 1 ? "" : " * " + I(stride_in));
+    }
+    k += "        m = " + inside + "\n";
+    k += "        offs = " + offs + "\n";
+    const std::string other = is_max ? "float('-inf')" : "0.0";
+    k += pro ? pro->load(other) : "        v = tl.load(x + offs, mask=m, other=" + other + ")\n";
+    if (is_max) {
+      k += "        acc = tl.where((v > acc) | (v != v), v, acc)  # NaN propagates, as in PyTorch\n";
+    } else {
+      k += "        acc = acc + v\n";
+      if (!op.count_include_pad) k += "        cnt = cnt + m.to(tl.float32)\n";
+    }
+    if (!is_max) k += op.count_include_pad ? "    acc = acc / " + PyFloat(static_cast<double>(vol)) + "\n" : "    acc = acc / cnt\n";
+    k += "    tl.store(out + o, acc, mask=omask)\n";
+    kv["PARAMS"] = xparams + ", out, ";
+    kv["KBODY"] = k;
+    o << Fill(R"(@triton.jit
+def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+{KBODY}
+
+{LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R=1, num_warps={W})
+    return out
+
+
+)", kv);
   } else if (op.kind == "norm") {
     // Statistics: shifted sums (by the row's first element) for a stable
     // variance in one read; partial sums per split, merged by the launcher.

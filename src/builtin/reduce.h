@@ -10,6 +10,8 @@
 // but a contiguous block (batch norm over N, H, W per channel). Kinds:
 //   sum, mean, amax, amin        -> one value per row; split over R when rows are few
 //   argmax, argmin               -> one int64 index per row (first occurrence; NaN wins)
+//   maxpool, avgpool (1-3 d)     -> one value per output position: a loop over the
+//                                   window (its own kernel; geo.rows = outputs)
 //   logsumexp                    -> one value per row (online max and sum)
 //   softmax, log_softmax         -> x's shape (an online pass, then a write pass)
 //   norm (layer/group/instance/batch norm, training statistics)
@@ -39,6 +41,7 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 
 struct RedOp {
   std::string kind;        // sum | mean | amax | amin | argmax | argmin | logsumexp | softmax | log_softmax | norm
+                           // | maxpool | avgpool
   std::string input;       // the node read
   std::string module;      // norm: the module's path (its weight, bias and running statistics)
   std::string norm_class;  // LayerNorm, GroupNorm, InstanceNorm2d, BatchNorm2d, ...
@@ -51,6 +54,9 @@ struct RedOp {
   bool running_stats = false;        // batch norm in training: update running_mean / running_var
   double momentum = 0.1;
   std::string absorbed;              // max/min(x, dim)[0]: the max/min node, not emitted
+  // maxpool / avgpool over the trailing len(pool_k) dimensions of [N, C, ...]
+  std::vector<int64_t> pool_k, pool_s, pool_p;
+  bool count_include_pad = true;
 };
 
 // Python literals for generated code: a float (round-trips exactly) and a shape list.

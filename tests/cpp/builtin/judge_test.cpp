@@ -236,6 +236,24 @@ TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
   }
   EXPECT_EQ(minimum, 2);
 }
+TEST_F(BuiltinJudge, PoolsPass) {
+  AllPlansPass("tests/corpus/builtin/pools.py", 1);
+  TaskRef t = Task("tests/corpus/builtin/pools.py");
+  json j;
+  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
+  Graph g;
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  int pools = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) pools += op.kind == "maxpool" || op.kind == "avgpool";
+  EXPECT_EQ(pools, 6);
+  Plan plan;
+  EXPECT_EQ(CountReducePrologues(g, plan), 3);
+  plan.reduce_prologue = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
