@@ -615,6 +615,18 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (!st.ok()) return st;
   }
 
+  // Scalar constants (torch.tensor(number)) that only fused kernels read, as
+  // numbers, and device lookups nothing else needs, are not emitted.
+  std::set<int> dropped;
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    double unused;
+    if (!IsDeviceOf(n) && !IsScalarConstant(n, &unused)) continue;
+    bool needed = false;
+    for (int u : n.users) needed = needed || !(fused.count(u) || dropped.count(u));
+    if (!needed) dropped.insert(static_cast<int>(i));
+  }
+
   std::vector<std::string> params;
   std::string first_tensor;  // the first tensor input: where constants are rebuilt
   std::ostringstream body;
@@ -644,7 +656,16 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       body << ")\n";
       continue;
     }
-    if (fused.count(static_cast<int>(i)) || absorbed.count(n.name) || fed.count(static_cast<int>(i))) continue;
+    if (fused.count(static_cast<int>(i)) || absorbed.count(n.name) || fed.count(static_cast<int>(i)) ||
+        dropped.count(static_cast<int>(i))) {
+      continue;
+    }
+    if (IsDeviceOf(n) && !first_tensor.empty()) {
+      // x may live inside a fused kernel (never materialised): every input
+      // of a KernelBench forward is on one device.
+      body << "        " << v << " = " << first_tensor << ".device\n";
+      continue;
+    }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;
       body << "        " << v << " = _ax_red" << it->second << "(";

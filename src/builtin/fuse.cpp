@@ -20,6 +20,27 @@ bool Numeric(const json* a, double* v) {
 
 bool IsNone(const json* a) { return a && a->is_object() && a->value("repr", "") == "None"; }
 
+}  // namespace
+
+bool IsDeviceOf(const Node& n) {
+  return n.op == "call_function" && n.callable == "builtins.getattr" && n.args.size() == 2 &&
+         n.args[0].contains("node") && n.args[1].value("repr", "") == "'device'" && n.kwargs.empty();
+}
+
+bool IsScalarConstant(const Node& n, double* value) {
+  if (n.op != "call_function" || n.callable != "torch.tensor" || n.args.size() != 1 || !n.args[0].contains("value") ||
+      !n.args[0]["value"].is_number() || n.args[0]["value"].is_boolean()) {
+    return false;
+  }
+  for (const auto& [k, v] : n.kwargs.items()) {
+    if (!(k == "device" || (k == "dtype" && (IsNone(&v) || v.value("repr", "") == "torch.float32")))) return false;
+  }
+  *value = n.args[0]["value"].get<double>();
+  return true;
+}
+
+namespace {
+
 // An operand: a float32 tensor node that broadcasts to shape, a number, or
 // a number passed to forward (a runtime scalar).
 bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, EwOperand* out) {
@@ -30,18 +51,7 @@ bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, E
       out->node = src->name;
       return true;
     }
-    // torch.tensor(<number>[, device=..., dtype=torch.float32]): the number itself.
-    if (src && src->op == "call_function" && src->callable == "torch.tensor" && src->args.size() == 1 &&
-        src->args[0].contains("value") && src->args[0]["value"].is_number() && !src->args[0]["value"].is_boolean()) {
-      bool plain = true;
-      for (const auto& [k, v] : src->kwargs.items()) {
-        plain = plain && (k == "device" || (k == "dtype" && (IsNone(&v) || v.value("repr", "") == "torch.float32")));
-      }
-      if (plain) {
-        out->value = src->args[0]["value"].get<double>();
-        return true;
-      }
-    }
+    if (src && IsScalarConstant(*src, &out->value)) return true;
     if (!src || !src->is_tensor || src->dtype != kF32) return false;
     if (src->shape.size() > shape.size()) return false;
     for (size_t i = 0; i < src->shape.size(); ++i) {
@@ -286,7 +296,8 @@ std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt) {
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.op == "placeholder" || n.op == "get_attr") continue;
+    double unused;
+    if (n.op == "placeholder" || n.op == "get_attr" || IsDeviceOf(n) || IsScalarConstant(n, &unused)) continue;
     EwOp op;
     if (!ClassifyElementwise(g, n, &op)) {
       close();
@@ -310,7 +321,7 @@ std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt) {
         grp.inputs.push_back(o.node);
       }
       for (int u : g.nodes[i].users) {
-        if (!members.count(u)) {
+        if (!members.count(u) && !IsDeviceOf(g.nodes[u])) {
           grp.outputs.push_back(g.nodes[i].name);
           break;
         }

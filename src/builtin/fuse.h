@@ -29,6 +29,14 @@ struct EwOp {
 // True when node is an elementwise operator the compiler generates, in float32.
 bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out);
 
+// `x.device` (getattr(x, 'device')): generated code takes any input's device
+// instead, so it neither breaks a fused run nor makes x a kernel output.
+bool IsDeviceOf(const Node& n);
+
+// torch.tensor(<number>[, device=..., dtype=torch.float32]): operands read it
+// as the number; it does not break a fused run.
+bool IsScalarConstant(const Node& n, double* value);
+
 // How the fusible nodes are grouped.
 struct FusionOptions {
   bool singleton = false;             // one kernel per operator

@@ -2,7 +2,8 @@
 # are elementwise (KernelBench's Conv2d_Min_Add_Multiply and
 # ConvTranspose2d_Add_Min_GELU_Multiply patterns): torch.tensor(number,
 # device=x.device) traced as a call, and torch.tensor(attribute) that fx turns
-# into a tensor constant; torch.min(x, dim)[0] stays a reduction.
+# into a tensor constant; torch.min(x, dim)[0] stays a reduction. The device
+# lookup of a fused intermediate neither splits the kernel nor materialises it.
 import torch
 import torch.nn as nn
 
@@ -13,7 +14,8 @@ class Model(nn.Module):
         self.c = -0.5
 
     def forward(self, x):
-        a = torch.min(x, torch.tensor(0.25, device=x.device))
+        y = x + 1.0
+        a = torch.min(y, torch.tensor(0.25, device=y.device))   # y lives inside the fused kernel
         b = torch.max(a, torch.tensor(self.c))
         c = torch.min(b, dim=1, keepdim=True)[0]
         return b * 2.0 + c

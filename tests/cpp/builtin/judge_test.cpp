@@ -235,6 +235,12 @@ TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
     if (ClassifyElementwise(g, n, &op) && (op.fn == "minimum" || op.fn == "maximum")) ++minimum;
   }
   EXPECT_EQ(minimum, 2);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  size_t launches = 0;
+  for (size_t at = src.find("= _ax_launch"); at != std::string::npos; at = src.find("= _ax_launch", at + 1)) ++launches;
+  EXPECT_EQ(launches, 2u) << "x + 1 .. max, then * 2 + c\n" << src;
+  EXPECT_EQ(src.find("torch.tensor(0.25", src.find("class ModelNew")), std::string::npos) << src;
 }
 TEST_F(BuiltinJudge, PoolsPass) {
   AllPlansPass("tests/corpus/builtin/pools.py", 1);
