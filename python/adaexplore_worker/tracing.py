@@ -189,6 +189,8 @@ def trace(model, inputs):
             except AttributeError:
                 value = None  # not reachable from here: not representable either
             item["constant"] = _constant_expr(value)
+            if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.float32:
+                item["constant_value"] = float(value.item())  # a number to generated kernels
         nodes.append(item)
     params = {n: {"shape": list(p.shape), "dtype": str(p.dtype)} for n, p in model.named_parameters()}
     buffers = {n: {"shape": list(b.shape), "dtype": str(b.dtype)} for n, b in model.named_buffers()}

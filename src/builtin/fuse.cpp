@@ -28,6 +28,10 @@ bool IsDeviceOf(const Node& n) {
 }
 
 bool IsScalarConstant(const Node& n, double* value) {
+  if (n.op == "get_attr" && n.is_constant && n.constant_value) {  // torch.tensor(0.5) evaluated while tracing
+    *value = *n.constant_value;
+    return true;
+  }
   if (n.op != "call_function" || n.callable != "torch.tensor" || n.args.size() != 1 || !n.args[0].contains("value") ||
       !n.args[0]["value"].is_number() || n.args[0]["value"].is_boolean()) {
     return false;

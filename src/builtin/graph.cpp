@@ -113,6 +113,9 @@ Status ParseGraph(const json& j, Graph* out) {
       if (jn.contains("constant")) {
         n.is_constant = true;
         if (jn["constant"].is_string()) n.constant_expr = jn["constant"].get<std::string>();
+        if (jn.contains("constant_value") && jn["constant_value"].is_number()) {
+          n.constant_value = jn["constant_value"].get<double>();
+        }
       }
       const json& o = jn.contains("out") ? jn["out"] : json::object();
       if (o.value("kind", "") == "number" && n.op == "placeholder") n.is_number = true;

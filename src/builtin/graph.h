@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct Node {
   // expression rebuilding it on the CPU, "" when there is none.
   bool is_constant = false;
   std::string constant_expr;
+  std::optional<double> constant_value;  // a 0-d float32 constant: its value
   std::vector<int> users;  // indices of the nodes that read this one
 
   std::string ModuleClass() const { return module.is_object() ? module.value("class", "") : ""; }

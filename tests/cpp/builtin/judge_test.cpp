@@ -241,6 +241,9 @@ TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
   for (size_t at = src.find("= _ax_launch"); at != std::string::npos; at = src.find("= _ax_launch", at + 1)) ++launches;
   EXPECT_EQ(launches, 2u) << "x + 1 .. max, then * 2 + c\n" << src;
   EXPECT_EQ(src.find("torch.tensor(0.25", src.find("class ModelNew")), std::string::npos) << src;
+  // torch.tensor(self.c), a constant of the trace, is the number -0.5 in the kernel: not rebuilt per call
+  EXPECT_EQ(src.find("_tensor_constant", src.find("class ModelNew")), std::string::npos) << src;
+  EXPECT_NE(src.find("-0.5"), std::string::npos) << src;
 }
 TEST_F(BuiltinJudge, PoolsPass) {
   AllPlansPass("tests/corpus/builtin/pools.py", 1);
