@@ -42,30 +42,29 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="selfcheck-"))
     subprocess.run([sys.executable, str(ROOT / "bench" / "make_reference_candidates.py"), args.tasks, str(work),
                     "--limit", str(args.limit), "--kernel", args.kernel], check=True)
-    saved = open(args.save, "w") if args.save else None
     # Verdicts stream out one line each as they finish, so a run cut short still shows what it judged.
     p = subprocess.Popen([args.bin, "batch", str(work / "manifest.jsonl"), "--device", args.device, "--jobs",
                           str(args.jobs)] + args.extra.split(), stdout=subprocess.PIPE, text=True)
     verdicts = []
-    for line in p.stdout:
-        if not line.strip():
-            continue
-        v = json.loads(line)
-        verdicts.append(v)
-        if saved:
+    with open(args.save or os.devnull, "w") as saved:
+        for line in p.stdout:
+            if not line.strip():
+                continue
+            v = json.loads(line)
+            verdicts.append(v)
             saved.write(line)
             saved.flush()
-        report(v)
-        sys.stdout.flush()
+            report(v)
+            sys.stdout.flush()
     rc = p.wait()
-    if rc != 0 and not verdicts:
-        sys.exit(rc)
     ok = [v for v in verdicts if v.get("status") == "ok"]
     sp = [v["speedup"]["eager"] for v in ok if "eager" in v.get("speedup", {})]
     if sp:
         print("speedup vs eager over %d correct: median %.3f, min %.3f, max %.3f" % (
             len(sp), statistics.median(sp), min(sp), max(sp)))
     print("%d passed, %d failed" % (len(ok), len(verdicts) - len(ok)))
+    if rc != 0:  # batch's own one-line reason is on stderr above
+        sys.exit(rc)
 
 
 if __name__ == "__main__":

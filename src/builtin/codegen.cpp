@@ -329,37 +329,55 @@ Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& inden
   return Status::Ok();
 }
 
+// The position of grp's first tensor input; grp.inputs.size() when it has none.
+size_t FirstTensorInput(const Graph& g, const Group& grp) {
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    if (!g.Find(grp.inputs[i])->is_number) return i;
+  }
+  return grp.inputs.size();
+}
+
+// Launcher lines for plain input i (4-space indent): a number is computed in
+// float32, as PyTorch does; a tensor must have the traced shape the kernel was
+// specialised to and is made contiguous (a no-op when it is).
+std::string InputPrelude(const Node& in, size_t i) {
+  const std::string v = "in" + std::to_string(i);
+  if (in.is_number) return "    " + v + " = float(" + v + ")\n";
+  return "    assert list(" + v + ".shape) == " + PyShape(in.shape) +
+         ", \"the kernel was generated for the traced shapes\"\n    " + v + " = " + v + ".contiguous()\n";
+}
+
+// A kernel line loading tensor input i of grp into var at the group's flat
+// index `offs` (a broadcast input through its merged index).
+std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
+                      const std::string& indent) {
+  const std::string addr = in.shape != grp.shape ? "(" + BroadcastIndex(in.shape, grp.shape) + ")" : "offs";
+  return indent + var + " = tl.load(in" + std::to_string(i) + " + " + addr + ", mask=" + mask +
+         ", other=0.0).to(tl.float32)\n";
+}
+
 // Group grp computed inside a reduction's kernel (ReductionPrologue): the
 // reduction's launcher takes the group's inputs; the kernel loads them at
 // the reduction's flat index and runs the group's operators on the way.
 Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
   if (grp.outputs.size() != 1) return Status::Error("a prologue has one output");
+  const size_t first_tensor = FirstTensorInput(g, grp);
+  if (first_tensor == grp.inputs.size()) return Status::Error("a prologue without tensor inputs");
   ReductionPrologue p;
-  std::string head, loads;
+  std::string loads;
   std::map<std::string, std::string> names;
-  size_t first_tensor = grp.inputs.size();
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     const std::string si = std::to_string(i);
-    const Node* in = g.Find(grp.inputs[i]);
+    const Node& in = *g.Find(grp.inputs[i]);
     p.params.push_back("in" + si);
-    if (in->is_number) {
-      head += "    in" + si + " = float(in" + si + ")\n";
-      names[grp.inputs[i]] = "in" + si;
-      continue;
-    }
-    if (first_tensor == grp.inputs.size()) first_tensor = i;
-    head += "    assert list(in" + si + ".shape) == " + PyShape(in->shape) +
-            ", \"the kernel was generated for the traced shapes\"\n    in" + si + " = in" + si + ".contiguous()\n";
-    std::string addr = in->shape != grp.shape ? "(" + BroadcastIndex(in->shape, grp.shape) + ")" : "offs";
-    loads += "        pin" + si + " = tl.load(in" + si + " + " + addr + ", mask=m, other=0.0).to(tl.float32)\n";
-    names[grp.inputs[i]] = "pin" + si;
+    p.head += InputPrelude(in, i);
+    names[grp.inputs[i]] = in.is_number ? "in" + si : "pin" + si;
+    if (!in.is_number) loads += InputLoad(in, grp, i, "pin" + si, "m", "        ");
   }
-  if (first_tensor == grp.inputs.size()) return Status::Error("a prologue without tensor inputs");
   Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
   if (!st.ok()) return st;
   const std::string result = names.at(grp.outputs[0]);
-  p.head = head;
-  p.device = "in" + std::to_string(first_tensor) + ".device";
+  p.tensor = "in" + std::to_string(first_tensor);
   p.load = [loads, result](const std::string& other) {
     return loads + "        v = tl.where(m, " + result + ", " + other + ")\n";
   };
@@ -369,18 +387,12 @@ Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
 
 Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
                  const std::map<size_t, NormFeed>& feeds, std::string* kernels) {
-  std::vector<bool> bcast;   // per input: its shape differs from the group's
-  std::vector<bool> scalar;  // per input: a runtime scalar, not a tensor
-  size_t first_tensor = grp.inputs.size();
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    const Node* in = g.Find(grp.inputs[i]);
-    scalar.push_back(in->is_number);
-    bcast.push_back(!in->is_number && in->shape != grp.shape);
-    if (!in->is_number && first_tensor == grp.inputs.size()) first_tensor = i;
-  }
+  const size_t first_tensor = FirstTensorInput(g, grp);
   if (first_tensor == grp.inputs.size()) return Status::Error("a kernel without tensor inputs");
   for (const auto& [i, f] : feeds) {
-    if (bcast[i] || f.op->in_shape != grp.shape) return Status::Error("a norm applied in a kernel of another shape");
+    if (g.Find(grp.inputs[i])->shape != grp.shape || f.op->in_shape != grp.shape) {
+      return Status::Error("a norm applied in a kernel of another shape");
+    }
   }
   const bool small = grp.numel() < (int64_t{1} << 31) - (int64_t{1} << 20);
 
@@ -417,15 +429,10 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       names[grp.inputs[i]] = "y" + std::to_string(i);
       continue;
     }
-    std::string v = "x" + std::to_string(i);
-    if (scalar[i]) {
-      names[grp.inputs[i]] = "in" + std::to_string(i);  // a float32 argument
-      continue;
-    }
-    std::string addr = "in" + std::to_string(i) + " + offs";
-    if (bcast[i]) addr = "in" + std::to_string(i) + " + (" + BroadcastIndex(g.Find(grp.inputs[i])->shape, grp.shape) + ")";
-    kr << "    " << v << " = tl.load(" << addr << ", mask=mask, other=0.0).to(tl.float32)\n";
-    names[grp.inputs[i]] = v;
+    const Node& in = *g.Find(grp.inputs[i]);
+    const std::string si = std::to_string(i);
+    names[grp.inputs[i]] = in.is_number ? "in" + si : "x" + si;  // a number is a float32 argument
+    if (!in.is_number) kr << InputLoad(in, grp, i, "x" + si, "mask", "    ");
   }
   std::string ops;
   Status st = RenderGroupOps(g, grp, "    ", &names, &ops);
@@ -443,19 +450,17 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i << (feeds.count(i) ? ", mod" + std::to_string(i) : "");
   ln << "):\n";
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    if (scalar[i]) {
-      ln << "    in" << i << " = float(in" << i << ")\n";  // computed in float32, as PyTorch does
-      continue;
-    }
-    ln << "    assert list(in" << i << ".shape) == " << PyShape(g.Find(grp.inputs[i])->shape)
-       << ", \"the kernel was generated for the traced shapes\"\n";
-    if (auto f = feeds.find(i); f != feeds.end()) {
+    const Node& in = *g.Find(grp.inputs[i]);
+    auto f = feeds.find(i);
+    if (f == feeds.end()) {
+      ln << InputPrelude(in, i);
+    } else {
       const std::string si = std::to_string(i);
+      ln << "    assert list(in" << si << ".shape) == " << PyShape(in.shape)
+         << ", \"the kernel was generated for the traced shapes\"\n";
       ln << "    x" << si << ", mean" << si << ", var" << si << ", w" << si << ", b" << si << ", HAS_B" << si << " = _ax_red"
          << f->second.k_red << "_stats(in" << si << ", mod" << si << ")\n";
       ln << "    in" << si << " = x" << si << "\n";
-    } else {
-      ln << "    in" << i << " = in" << i << ".contiguous()\n";
     }
   }
   for (size_t i = 0; i < grp.outputs.size(); ++i) {

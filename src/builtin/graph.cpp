@@ -48,11 +48,26 @@ json LowerLosses(const json& nodes) {
     const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
     std::string reduction = "'mean'";
     if (kw.contains("reduction")) reduction = kw["reduction"].value("repr", "");
-    bool legacy = false;  // size_average / reduce set: the old spelling of reduction
+    bool legacy = false;  // size_average / reduce (the old spelling of reduction) or a weight set
     for (const char* k : {"size_average", "reduce", "weight"}) legacy = legacy || (kw.contains(k) && kw[k].value("repr", "") != "None");
     if (jn.value("op", "") != "call_function" || !kLosses.count(callable) || args.size() != 2 || legacy ||
         (reduction != "'mean'" && reduction != "'sum'") || o.value("kind", "") != "tensor" ||
         !o.contains("shape") || !o["shape"].empty() || !args[0].contains("node") || !args[1].contains("node")) {
+      out.push_back(jn);
+      continue;
+    }
+    // The elementwise loss has its operands' shape (equal shapes only: PyTorch
+    // warns when a loss broadcasts).
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& a : args) {
+      for (const auto& m : out) {
+        if (m.value("name", "") == a["node"].get<std::string>() && m.contains("out") &&
+            m["out"].value("kind", "") == "tensor") {
+          shapes.push_back(m["out"]["shape"].get<std::vector<int64_t>>());
+        }
+      }
+    }
+    if (shapes.size() != 2 || shapes[0] != shapes[1]) {
       out.push_back(jn);
       continue;
     }
@@ -63,7 +78,7 @@ json LowerLosses(const json& nodes) {
     json e = jn;
     e["name"] = ew;
     e["kwargs"]["reduction"] = {{"repr", "'none'"}};
-    e["out"] = {{"kind", "tensor"}, {"shape", nullptr}, {"dtype", o.value("dtype", "")}};  // shape: set below
+    e["out"] = {{"kind", "tensor"}, {"shape", shapes[0]}, {"dtype", o.value("dtype", "")}};
     json r = {{"name", name},
               {"op", "call_function"},
               {"target", reduction == "'mean'" ? "mean" : "sum"},
@@ -71,21 +86,6 @@ json LowerLosses(const json& nodes) {
               {"args", json::array({json{{"node", ew}}})},
               {"kwargs", json::object()},
               {"out", o}};
-    // The elementwise loss has the broadcast shape of its operands.
-    std::vector<std::vector<int64_t>> shapes;
-    for (const auto& a : args) {
-      for (const auto& m : out) {
-        if (m.value("name", "") == a["node"].get<std::string>() && m.contains("out") &&
-            m["out"].value("kind", "") == "tensor") {
-          shapes.push_back(m["out"]["shape"].get<std::vector<int64_t>>());
-        }
-      }
-    }
-    if (shapes.size() != 2 || shapes[0] != shapes[1]) {  // only equal shapes (PyTorch warns on broadcasting)
-      out.push_back(jn);
-      continue;
-    }
-    e["out"]["shape"] = shapes[0];
     out.push_back(e);
     out.push_back(r);
   }

@@ -509,7 +509,7 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
     for (size_t i = 0; i < pro->params.size(); ++i) xparams += (i ? ", " : "") + pro->params[i];
   }
   kv["XARGS"] = xparams;
-  kv["DEV"] = pro ? pro->device : "x.device";
+  kv["DEV"] = (pro ? pro->tensor : "x") + ".device";
   kv["LAUNCH_HEAD"] = "def _ax_red" + I(static_cast<int64_t>(k)) + "(" + xparams + "):\n" +
                       (pro ? pro->head
                            : "    assert list(x.shape) == " + PyShape(op.in_shape) +
@@ -709,7 +709,7 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
       kv["K0"] = "    m = rmask\n    offs = base\n" + Dedent4(pro->load("0.0")) + "    k0 = v\n";
       kv["NORM_HEAD"] = pro->head;
       kv["XRET"] = "None";
-      kv["WB"] = pro->device.substr(0, pro->device.find('.'));  // a tensor argument stands in
+      kv["WB"] = pro->tensor;
     } else {
       kv["K0"] = "    k0 = tl.load(x + base, mask=rmask, other=0.0)\n";
       kv["NORM_HEAD"] = "    assert list(x.shape) == " + PyShape(op.in_shape) +

@@ -80,7 +80,8 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
 struct ReductionPrologue {
   std::vector<std::string> params;  // the kernel's and launcher's inputs, in place of x
   std::string head;                 // launcher lines (4-space indent): shape asserts, contiguous, float()
-  std::string device;               // where the outputs go ("in0.device")
+  std::string tensor;               // a tensor argument: its device is the outputs', and it
+                                    // stands in for a norm's missing weight or bias
   // Kernel lines (8-space indent) that leave in `v` the element at the flat
   // index `offs` under mask `m`, and `other` where the mask is off.
   std::function<std::string(const std::string& other)> load;

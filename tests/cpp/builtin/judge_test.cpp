@@ -58,6 +58,14 @@ class BuiltinJudge : public ::testing::Test {
     o.time = false;
     return o;
   }
+  // The task's graph, traced on the judge.
+  static void Traced(const TaskRef& t, Graph* g) {
+    json j;
+    Status s = judge_->Trace(t, Opts(), &j);
+    ASSERT_TRUE(s.ok()) << s.message();
+    s = ParseGraph(j, g);
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
   static TaskRef Task(const std::string& rel) {
     TaskRef t;
     Status s = ReadTask(std::string(ADAEXPLORE_SOURCE_DIR) + "/" + rel, &t);
@@ -127,10 +135,8 @@ TEST_F(BuiltinJudge, TraceDescribesTheBundledTask) {
 
 TEST_F(BuiltinJudge, TraceReportsModuleAttributes) {
   TaskRef t = Task("tests/corpus/builtin/conv_bias_activations.py");
-  json j;
-  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
   Graph g;
-  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   const Node* conv = g.Find("conv");
   ASSERT_NE(conv, nullptr);
   EXPECT_EQ(conv->ModuleClass(), "Conv2d");
@@ -171,10 +177,8 @@ TEST_F(BuiltinJudge, NormEpiloguesPass) { AllPlansPass("tests/corpus/builtin/nor
 
 TEST_F(BuiltinJudge, NormsAreAppliedInsideTheKernelsAfterThem) {
   TaskRef t = Task("tests/corpus/builtin/norm_epilogues.py");
-  json j;
-  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
   Graph g;
-  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   Plan plan;
   EXPECT_EQ(CountNormEpilogues(g, plan), 3);
   plan.norm_epilogue = true;
@@ -190,10 +194,8 @@ TEST_F(BuiltinJudge, NormsAreAppliedInsideTheKernelsAfterThem) {
 TEST_F(BuiltinJudge, ReducePrologues) {
   AllPlansPass("tests/corpus/builtin/reduce_prologues.py", 1);
   TaskRef t = Task("tests/corpus/builtin/reduce_prologues.py");
-  json j;
-  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
   Graph g;
-  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   Plan plan;
   EXPECT_EQ(CountReducePrologues(g, plan), 6);
   int plain = 0, inside = 0;
@@ -209,10 +211,8 @@ TEST_F(BuiltinJudge, ReducePrologues) {
 TEST_F(BuiltinJudge, NormPrologues) {
   AllPlansPass("tests/corpus/builtin/norm_prologues.py", 1);
   TaskRef t = Task("tests/corpus/builtin/norm_prologues.py");
-  json j;
-  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
   Graph g;
-  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   Plan plan;
   EXPECT_EQ(CountReducePrologues(g, plan), 4);
   plan.reduce_prologue = true;
@@ -225,10 +225,8 @@ TEST_F(BuiltinJudge, NormPrologues) {
 TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
   AllPlansPass("tests/corpus/builtin/min_max_tensors.py", 1);
   TaskRef t = Task("tests/corpus/builtin/min_max_tensors.py");
-  json j;
-  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
   Graph g;
-  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   int minimum = 0;
   for (const auto& n : g.nodes) {
     EwOp op;
@@ -248,10 +246,8 @@ TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
 TEST_F(BuiltinJudge, PoolsPass) {
   AllPlansPass("tests/corpus/builtin/pools.py", 1);
   TaskRef t = Task("tests/corpus/builtin/pools.py");
-  json j;
-  ASSERT_TRUE(judge_->Trace(t, Opts(), &j).ok());
   Graph g;
-  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   int pools = 0;
   for (const auto& [i, op] : FormReductions(g, Plan())) pools += op.kind == "maxpool" || op.kind == "avgpool";
   EXPECT_EQ(pools, 6);
