@@ -14,6 +14,7 @@ const int kWarps[] = {1, 2, 4, 8, 16};
 
 std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
+  if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
@@ -39,6 +40,27 @@ std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
 
 std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> plans;
+  Plan with_gemm;
+  with_gemm.gemm = true;
+  if (!FormGemms(graph_, with_gemm).empty()) {
+    // Matrix products in Triton with the elementwise work after them fused in
+    // (first: on tasks with a Linear it is the largest change), alone and with
+    // the structural options below.
+    plans.push_back(with_gemm);
+    if (CountReducePrologues(graph_, with_gemm) > 0) {
+      Plan p = with_gemm;
+      p.reduce_prologue = true;
+      plans.push_back(p);
+    }
+    if (CountNormEpilogues(graph_, with_gemm) > 0) {
+      Plan p = with_gemm;
+      p.norm_epilogue = true;
+      plans.push_back(p);
+    }
+    Plan narrow = with_gemm;  // a different tile shape, as a large step
+    narrow.gsched.assign(FormGemms(graph_, with_gemm).size(), GemmSchedule{128, 64, 32, 8, 4, 4});
+    plans.push_back(narrow);
+  }
   plans.push_back(Plan());
   // Elementwise work computed inside the reduction that reads it.
   if (CountReducePrologues(graph_, Plan()) > 0) {
@@ -114,6 +136,42 @@ Proposal BuiltinProposer::Large(const std::string& why) {
 Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_verdict) {
   Proposal p;
   std::string error;
+  // GEMMs first (they dominate where they exist): one knob of one GEMM.
+  std::vector<std::pair<int, GemmOp>> gemms = FormGemms(graph_, parent);
+  for (int dist = 1; dist <= 2; ++dist) {
+    for (size_t k = 0; k < gemms.size(); ++k) {
+      const GemmSchedule cur = parent.GemmFor(k);
+      std::vector<std::pair<std::string, GemmSchedule>> cands;
+      const int f = 1 << dist;
+      auto add = [&](const char* knob, int GemmSchedule::*field, int down, int up) {
+        for (int v : {down, up}) {
+          GemmSchedule c = cur;
+          c.*field = v;
+          cands.push_back({knob, c});
+        }
+      };
+      add("stages", &GemmSchedule::stages, cur.stages - dist, cur.stages + dist);
+      add("BK", &GemmSchedule::bk, cur.bk / f, cur.bk * f);
+      add("BN", &GemmSchedule::bn, cur.bn / f, cur.bn * f);
+      add("BM", &GemmSchedule::bm, cur.bm / f, cur.bm * f);
+      add("warps", &GemmSchedule::warps, cur.warps / f, cur.warps * f);
+      add("GROUP_M", &GemmSchedule::group_m, std::max(1, cur.group_m / f), cur.group_m * f);
+      for (const auto& [knob, c] : cands) {
+        if (!c.Valid() || c.warps < 4) continue;
+        Plan q = parent;
+        q.gsched.resize(gemms.size());
+        for (size_t j = 0; j < gemms.size(); ++j) q.gsched[j] = parent.GemmFor(j);
+        q.gsched[k] = c;
+        if (TryPlan(q, &p, &error)) {
+          p.note = "builtin: GEMM " + std::to_string(k) + " " + knob + " changed (BM " + std::to_string(c.bm) +
+                   ", BN " + std::to_string(c.bn) + ", BK " + std::to_string(c.bk) + ", warps " +
+                   std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ", GROUP_M " +
+                   std::to_string(c.group_m) + ")";
+          return p;
+        }
+      }
+    }
+  }
   int n = static_cast<int>(FormGroups(graph_, parent.Fusion()).size());
   // Neighbours first (one knob, one step), kernel by kernel; then further values.
   for (int dist = 1; dist <= 6; ++dist) {

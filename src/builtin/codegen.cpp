@@ -1,5 +1,8 @@
 #include "builtin/codegen.h"
 
+#include "builtin/ewgen.h"
+#include "builtin/gemm.h"
+
 #include <cstdio>
 #include <map>
 #include <set>
@@ -23,6 +26,11 @@ json Plan::ToJson() const {
   if (library_reductions) j["libred"] = true;
   if (norm_epilogue) j["normepi"] = true;
   if (reduce_prologue) j["prologue"] = true;
+  if (gemm) {
+    json gs = json::array();
+    for (const auto& k : gsched) gs.push_back({k.bm, k.bn, k.bk, k.group_m, k.warps, k.stages});
+    j["gemm"] = gs;
+  }
   if (!red.empty()) {
     json r = json::array();
     for (const auto& k : red) r.push_back({k.block_r, k.block_m, k.warps, k.split});
@@ -49,6 +57,15 @@ Status Plan::FromJson(const json& j, Plan* out) {
     p.library_reductions = j.value("libred", false);
     p.norm_epilogue = j.value("normepi", false);
     p.reduce_prologue = j.value("prologue", false);
+    if (j.contains("gemm")) {
+      p.gemm = true;
+      for (const auto& k : j.at("gemm")) {
+        GemmSchedule gs{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(),
+                        k.at(3).get<int>(), k.at(4).get<int>(), k.at(5).get<int>()};
+        if (!gs.Valid()) return Status::Error("plan has a bad GEMM schedule");
+        p.gsched.push_back(gs);
+      }
+    }
     for (const auto& k : j.value("red", json::array())) {
       RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>()};
       auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
@@ -311,8 +328,16 @@ struct NormFeed {
   const RedOp* op = nullptr;
 };
 
-// The group's operators as Triton lines (`indent` t_<node> = ...), reading
-// the variables in *names (its inputs) and adding its nodes' to it.
+// The position of grp's first tensor input; grp.inputs.size() when it has none.
+size_t FirstTensorInput(const Graph& g, const Group& grp) {
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    if (!g.Find(grp.inputs[i])->is_number) return i;
+  }
+  return grp.inputs.size();
+}
+
+}  // namespace
+
 Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& indent,
                       std::map<std::string, std::string>* names, std::string* lines) {
   for (int idx : grp.nodes) {
@@ -329,17 +354,6 @@ Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& inden
   return Status::Ok();
 }
 
-// The position of grp's first tensor input; grp.inputs.size() when it has none.
-size_t FirstTensorInput(const Graph& g, const Group& grp) {
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    if (!g.Find(grp.inputs[i])->is_number) return i;
-  }
-  return grp.inputs.size();
-}
-
-// Launcher lines for plain input i (4-space indent): a number is computed in
-// float32, as PyTorch does; a tensor must have the traced shape the kernel was
-// specialised to and is made contiguous (a no-op when it is).
 std::string InputPrelude(const Node& in, size_t i) {
   const std::string v = "in" + std::to_string(i);
   if (in.is_number) return "    " + v + " = float(" + v + ")\n";
@@ -355,6 +369,8 @@ std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::str
   return indent + var + " = tl.load(in" + std::to_string(i) + " + " + addr + ", mask=" + mask +
          ", other=0.0).to(tl.float32)\n";
 }
+
+namespace {
 
 // Group grp computed inside a reduction's kernel (ReductionPrologue): the
 // reduction's launcher takes the group's inputs; the kernel loads them at
@@ -394,7 +410,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       return Status::Error("a norm applied in a kernel of another shape");
     }
   }
-  const bool small = grp.numel() < (int64_t{1} << 31) - (int64_t{1} << 20);
+  const bool small = grp.numel() < kInt32Elements;
 
   std::ostringstream kr, ln;
   std::string kname = "_ax_kernel" + std::to_string(k);
@@ -513,9 +529,9 @@ std::vector<std::map<size_t, NormFeed>> FormFeeds(const Graph& g, const std::vec
 // kernel applies (fed) keeps its input.
 std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>& groups,
                                        const std::vector<std::pair<int, RedOp>>& reds,
-                                       const std::vector<std::map<size_t, NormFeed>>& feeds, const std::set<int>& fed) {
+                                       const std::vector<std::map<size_t, NormFeed>>& feeds, const std::set<int>& fed,
+                                       std::set<size_t> taken = {}) {
   std::map<size_t, size_t> out;
-  std::set<size_t> taken;
   for (size_t k = 0; k < reds.size(); ++k) {
     const auto& [ni, op] = reds[k];
     if (fed.count(ni)) continue;
@@ -535,7 +551,43 @@ std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>&
   return out;
 }
 
+// For each GEMM, the group it runs as its epilogue: a group of C's shape
+// that reads C, holding every reader of C, applying no norm itself.
+std::map<size_t, size_t> FormEpilogues(const Graph& g, const std::vector<Group>& groups,
+                                       const std::vector<std::pair<int, GemmOp>>& gemms,
+                                       const std::vector<std::map<size_t, NormFeed>>& feeds) {
+  std::map<size_t, size_t> out;
+  std::set<size_t> taken;
+  std::map<int, size_t> group_of;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    for (int idx : groups[k].nodes) group_of[idx] = k;
+  }
+  for (size_t k = 0; k < gemms.size(); ++k) {
+    const Node& n = g.nodes[gemms[k].first];
+    if (n.users.empty() || !group_of.count(n.users[0])) continue;
+    const size_t j = group_of.at(n.users[0]);
+    bool all_in = true;
+    for (int u : n.users) all_in = all_in && group_of.count(u) && group_of.at(u) == j;
+    const Group& grp = groups[j];
+    if (!all_in || taken.count(j) || !feeds[j].empty() || grp.shape != gemms[k].second.out_shape) continue;
+    if (std::find(grp.inputs.begin(), grp.inputs.end(), n.name) == grp.inputs.end()) continue;
+    out[k] = j;
+    taken.insert(j);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan) {
+  std::vector<std::pair<int, GemmOp>> out;
+  if (!plan.gemm) return out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    GemmOp op;
+    if (ClassifyGemm(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
+  }
+  return out;
+}
 
 int CountReducePrologues(const Graph& g, const Plan& plan) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
@@ -568,8 +620,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
                 int* kernels) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
   std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
-  if (kernels) *kernels = static_cast<int>(groups.size() + reds.size());
-  if (groups.empty() && reds.empty()) return Status::Error("nothing to fuse: every operator stays a library call");
+  std::vector<std::pair<int, GemmOp>> gemms = FormGemms(g, plan);
+  if (kernels) *kernels = static_cast<int>(groups.size() + reds.size() + gemms.size());
+  if (groups.empty() && reds.empty() && gemms.empty()) {
+    return Status::Error("nothing to fuse: every operator stays a library call");
+  }
   Plan written = plan;
   written.sched.resize(groups.size());
   for (size_t k = 0; k < groups.size(); ++k) written.sched[k] = plan.For(k);
@@ -580,6 +635,12 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     written.red[k] = plan.RedFor(k);
     red_of[reds[k].first] = k;
     if (!reds[k].second.absorbed.empty()) absorbed.insert(reds[k].second.absorbed);
+  }
+  written.gsched.resize(gemms.size());
+  std::map<int, size_t> gemm_of;  // node -> GEMM index
+  for (size_t k = 0; k < gemms.size(); ++k) {
+    written.gsched[k] = plan.GemmFor(k);
+    gemm_of[gemms[k].first] = k;
   }
 
   std::map<int, size_t> last_of;  // the last node of a group -> the group
@@ -594,19 +655,36 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   std::vector<std::map<size_t, NormFeed>> feeds =
       plan.norm_epilogue ? FormFeeds(g, groups, reds, &fed) : std::vector<std::map<size_t, NormFeed>>(groups.size());
 
+  // Elementwise kernels run as the epilogue of the GEMM they read.
+  std::map<size_t, size_t> epilogue_of = FormEpilogues(g, groups, gemms, feeds);  // GEMM -> group
+  std::map<size_t, size_t> gemm_of_group;                                         // group -> GEMM
+  std::set<size_t> inside;  // groups not launched on their own
+  for (const auto& [k, j] : epilogue_of) {
+    gemm_of_group[j] = k;
+    inside.insert(j);
+  }
+
   // Elementwise kernels computed inside the reduction that reads them.
   std::map<size_t, size_t> prologue_of;  // reduction -> group
-  std::set<size_t> inside;               // groups not launched on their own
   if (plan.reduce_prologue) {
-    prologue_of = FormPrologues(g, groups, reds, feeds, fed);
+    prologue_of = FormPrologues(g, groups, reds, feeds, fed, inside);
     for (const auto& [k, j] : prologue_of) inside.insert(j);
   }
   if (kernels) *kernels -= static_cast<int>(inside.size());
+  // A kernel that is not launched has no schedule of its own: the marker (and
+  // so the source) is the same whatever a small step set there.
+  for (size_t k : inside) written.sched[k] = KernelSchedule();
 
   std::string kernel_src;
   for (size_t k = 0; k < groups.size(); ++k) {
     if (inside.count(k)) continue;
     Status st = EmitGroup(g, groups[k], k, written.For(k), feeds[k], &kernel_src);
+    if (!st.ok()) return st;
+  }
+  for (size_t k = 0; k < gemms.size(); ++k) {
+    auto e = epilogue_of.find(k);
+    Status st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
+                         e == epilogue_of.end() ? nullptr : &groups[e->second], &kernel_src);
     if (!st.ok()) return st;
   }
   for (size_t k = 0; k < reds.size(); ++k) {
@@ -645,8 +723,21 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       continue;
     }
     if (auto it = last_of.find(static_cast<int>(i)); it != last_of.end()) {
-      if (inside.count(it->second)) continue;  // computed by the reduction that reads it
       const Group& grp = groups[it->second];
+      if (auto ge = gemm_of_group.find(it->second); ge != gemm_of_group.end()) {
+        // the GEMM it reads runs it as its epilogue, launched here
+        const size_t gk = ge->second;
+        const Node& lin = g.nodes[gemms[gk].first];
+        body << "        ";
+        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << AttrExpr(gemms[gk].second.module);
+        for (const auto& in : grp.inputs) {
+          if (in != lin.name) body << ", " << Var(in);
+        }
+        body << ")\n";
+        continue;
+      }
+      if (inside.count(it->second)) continue;  // computed by the reduction that reads it
       body << "        ";
       for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
       body << " = _ax_launch" << it->second << "(";
@@ -669,6 +760,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       // x may live inside a fused kernel (never materialised): every input
       // of a KernelBench forward is on one device.
       body << "        " << v << " = " << first_tensor << ".device\n";
+      continue;
+    }
+    if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
+      if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
+      const GemmOp& op = gemms[it->second].second;
+      body << "        " << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << AttrExpr(op.module)
+           << ")\n";
       continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {

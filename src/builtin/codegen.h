@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "builtin/fuse.h"
+#include "builtin/gemm.h"
 #include "builtin/graph.h"
 #include "builtin/reduce.h"
 #include "common/status.h"
@@ -39,6 +40,11 @@ struct Plan {
   bool reduce_prologue = false;
   std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
   RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }
+  // nn.Linear layers become Triton GEMMs (gemm.h), each with the elementwise
+  // kernel that alone reads it fused in as its epilogue.
+  bool gemm = false;
+  std::vector<GemmSchedule> gsched;  // per GEMM, in order
+  GemmSchedule GemmFor(size_t k) const { return k < gsched.size() ? gsched[k] : GemmSchedule(); }
 
   FusionOptions Fusion() const;
   nlohmann::json ToJson() const;
@@ -50,6 +56,9 @@ inline constexpr const char* kPlanMarker = "# adaexplore-plan: ";
 
 // The reductions and normalisations generated under plan: (node index, operator).
 std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan);
+
+// The matrix products generated under plan (none unless plan.gemm): (node index, operator).
+std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan);
 
 // How many norms plan would apply inside the elementwise kernel after them
 // (with norm_epilogue set).

@@ -284,6 +284,92 @@ TEST(Plan, MarkerErrors) {
   EXPECT_FALSE(ParsePlanMarker("# adaexplore-plan: {\"v\":1,\"sched\":[[100,4]]}\n", &p).ok());
 }
 
+// x [6, 40] -> Linear(40, 24) -> relu -> * 2, and a second Linear read twice.
+json LinearGraph() {
+  json lin = {{"class", "Linear"},
+              {"attrs", {{"in_features", 40}, {"out_features", 24}, {"bias", true}}},
+              {"params", {{"weight", {{"shape", {24, 40}}, {"dtype", "torch.float32"}}},
+                          {"bias", {{"shape", {24}}, {"dtype", "torch.float32"}}}}}};
+  json lin2 = {{"class", "Linear"},
+               {"attrs", {{"in_features", 24}, {"out_features", 24}, {"bias", false}}},
+               {"params", {{"weight", {{"shape", {24, 24}}, {"dtype", "torch.float32"}}}}}};
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({6, 40})}});
+  nodes.push_back({{"name", "fc"}, {"op", "call_module"}, {"target", "fc"}, {"module", lin}, {"args", {N("x")}},
+                   {"out", T({6, 24})}});
+  nodes.push_back({{"name", "relu"}, {"op", "call_function"}, {"target", "relu"}, {"callable", "torch.relu"},
+                   {"args", {N("fc")}}, {"out", T({6, 24})}});
+  nodes.push_back({{"name", "mul"}, {"op", "call_function"}, {"target", "mul"}, {"callable", "operator.mul"},
+                   {"args", {N("relu"), C(2.0)}}, {"out", T({6, 24})}});
+  nodes.push_back({{"name", "fc2"}, {"op", "call_module"}, {"target", "fc2"}, {"module", lin2}, {"args", {N("mul")}},
+                   {"out", T({6, 24})}});
+  nodes.push_back({{"name", "matmul"}, {"op", "call_function"}, {"target", "matmul"}, {"callable", "torch.matmul"},
+                   {"args", {N("fc2"), N("fc2")}}, {"out", T({6, 24})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("matmul")}},
+                   {"out", {{"kind", "other"}}}});
+  return {{"nodes", nodes}, {"training", true}};
+}
+
+TEST(Codegen, LinearBecomesATritonGemmWithItsEpilogue) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(LinearGraph(), &g).ok());
+  Plan plan;
+  plan.gemm = true;
+  ASSERT_EQ(FormGemms(g, plan).size(), 2u);
+  EXPECT_TRUE(FormGemms(g, Plan()).empty()) << "GEMMs only under a gemm plan";
+  std::string src;
+  int kernels = 0;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plan, &src, &kernels).ok());
+  EXPECT_EQ(kernels, 2) << src;  // fc with relu and * 2 inside; fc2 alone
+  EXPECT_NE(src.find("v_mul = _ax_gemm0(v_x, self.fc)"), std::string::npos) << src;
+  EXPECT_NE(src.find("v_fc2 = _ax_gemm1(v_mul, self.fc2)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("_ax_launch0("), std::string::npos) << "the epilogue is not launched on its own";
+  EXPECT_NE(src.find("input_precision=\"tf32x3\""), std::string::npos);
+  EXPECT_NE(src.find("acc += tl.load(bias + rn % N)"), std::string::npos);
+  EXPECT_NE(src.find("kmask"), std::string::npos) << "K = 40 is no multiple of the K tile";
+  Plan back;
+  ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
+  EXPECT_TRUE(back.gemm);
+  ASSERT_EQ(back.gsched.size(), 2u);
+  EXPECT_EQ(back.gsched[0], GemmSchedule());
+  // A bad GEMM schedule in a marker is refused.
+  json j = back.ToJson();
+  j["gemm"][0][2] = 1024;
+  Plan bad;
+  EXPECT_FALSE(Plan::FromJson(j, &bad).ok());
+}
+
+TEST(Proposer, GemmPlansComeFirstAndSmallStepsTuneTheGemm) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(LinearGraph(), &g).ok());
+  BuiltinProposer prop(g, "class Model: pass\n");
+  std::vector<Plan> plans = prop.LargePlans();
+  ASSERT_GE(plans.size(), 3u);
+  EXPECT_TRUE(plans[0].gemm);
+  search::StepContext ctx;
+  ctx.large = true;
+  auto first = prop.Propose(ctx);
+  ASSERT_FALSE(first.source.empty());
+  ctx.large = false;
+  ctx.prompt.parent.source = first.source;
+  ctx.prompt.parent.verdict = "correct, 1.5x faster than eager";
+  std::set<std::string> sources{first.source};
+  Plan a;
+  ASSERT_TRUE(ParsePlanMarker(first.source, &a).ok());
+  for (int i = 0; i < 12; ++i) {
+    auto p = prop.Propose(ctx);
+    ASSERT_FALSE(p.source.empty()) << p.note;
+    EXPECT_TRUE(sources.insert(p.source).second) << p.note;
+    Plan b;
+    ASSERT_TRUE(ParsePlanMarker(p.source, &b).ok());
+    ASSERT_TRUE(b.gemm);
+    int changed = 0;
+    for (size_t k = 0; k < 2; ++k) changed += !(a.GemmFor(k) == b.GemmFor(k));
+    EXPECT_EQ(changed, 1) << p.note;
+    EXPECT_TRUE(b.GemmFor(0).Valid() && b.GemmFor(1).Valid()) << p.note;
+  }
+}
+
 TEST(Proposer, LargeStepsAreDistinctThenRunOut) {
   Graph g;
   ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());

@@ -167,6 +167,27 @@ TEST_F(BuiltinJudge, UntraceableTaskIsDeclined) {
 
 TEST_F(BuiltinJudge, BiasReluScalePasses) { AllPlansPass("examples/tasks/1_BiasReLUScale.py", 1); }
 TEST_F(BuiltinJudge, LinearGeluScalePasses) { AllPlansPass("tests/corpus/builtin/linear_gelu_scale.py", 1); }
+TEST_F(BuiltinJudge, LinearEpiloguesPass) {
+  TaskRef t = Task("tests/corpus/builtin/linear_epilogues.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  ASSERT_EQ(FormGemms(g, plan).size(), 2u);
+  std::string src;
+  int kernels = 0;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, &kernels).ok());
+  // fc1 with its epilogue, fc2 stored as it is, the logsumexp and the add.
+  EXPECT_EQ(kernels, 4);
+  EXPECT_NE(src.find("input_precision=\"tf32x3\""), std::string::npos);
+  EXPECT_NE(src.find("kmask"), std::string::npos) << "K = 40 is not a multiple of the K tile";
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("self.fc1("), std::string::npos) << src;
+  EXPECT_EQ(forward.find("self.fc2("), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/linear_epilogues.py", 1);
+}
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/builtin/arg_reductions.py", 1); }

@@ -1,0 +1,33 @@
+// Helpers shared by the generators of kernels that run an elementwise group
+// (codegen.cpp: elementwise kernels and reduction prologues; gemm.cpp: GEMM
+// epilogues).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "builtin/fuse.h"
+#include "builtin/graph.h"
+#include "common/status.h"
+
+namespace ax::builtin {
+
+// The group's operators as Triton lines (`indent` t_<node> = ...), reading
+// the variables in *names (its inputs) and adding its nodes' to it.
+Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& indent,
+                      std::map<std::string, std::string>* names, std::string* lines);
+
+// Launcher lines for plain input i (4-space indent): a number is computed in
+// float32, as PyTorch does; a tensor must have the traced shape the kernel was
+// specialised to and is made contiguous (a no-op when it is).
+std::string InputPrelude(const Node& in, size_t i);
+
+// A kernel line loading tensor input i of grp into var at the group's flat
+// index `offs` (a broadcast input through its merged index).
+std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
+                      const std::string& indent);
+
+// Groups smaller than this index with int32 arithmetic.
+inline constexpr int64_t kInt32Elements = (int64_t{1} << 31) - (int64_t{1} << 20);
+
+}  // namespace ax::builtin

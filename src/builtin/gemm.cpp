@@ -1,0 +1,172 @@
+#include "builtin/gemm.h"
+
+#include <sstream>
+
+#include "builtin/ewgen.h"
+#include "builtin/reduce.h"
+
+namespace ax::builtin {
+
+using json = nlohmann::json;
+
+bool GemmSchedule::Valid() const {
+  auto pow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
+  return pow2(bm) && pow2(bn) && pow2(bk) && bm >= 16 && bm <= 256 && bn >= 16 && bn <= 256 && bk >= 8 &&
+         bk <= 256 && group_m >= 1 && group_m <= 64 && pow2(warps) && warps <= 16 && stages >= 1 && stages <= 6 &&
+         SharedBytes() <= 200 * 1024;
+}
+
+bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
+  if (n.op != "call_module" || n.ModuleClass() != "Linear" || !n.is_tensor || n.dtype != "torch.float32") return false;
+  if (n.args.size() != 1 || !n.kwargs.empty() || !n.args[0].is_object() || !n.args[0].contains("node")) return false;
+  const Node* x = g.Find(n.args[0]["node"].get<std::string>());
+  if (!x || !x->is_tensor || x->dtype != "torch.float32" || x->shape.empty()) return false;
+  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  const json& params = n.module.contains("params") ? n.module["params"] : json::object();
+  if (!attrs.contains("in_features") || !attrs.contains("out_features") || !params.contains("weight")) return false;
+  GemmOp op;
+  op.K = x->shape.back();
+  op.N = attrs["out_features"].get<int64_t>();
+  if (attrs["in_features"].get<int64_t>() != op.K) return false;
+  const json& w = params["weight"];
+  if (w.value("dtype", "") != "torch.float32" || w.value("shape", std::vector<int64_t>{}) != std::vector<int64_t>{op.N, op.K}) {
+    return false;
+  }
+  op.has_bias = attrs.value("bias", false);
+  if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
+  op.M = 1;
+  for (size_t i = 0; i + 1 < x->shape.size(); ++i) op.M *= x->shape[i];
+  op.in_shape = x->shape;
+  op.out_shape = x->shape;
+  op.out_shape.back() = op.N;
+  if (n.shape != op.out_shape || op.M <= 0 || op.N <= 0 || op.K <= 0) return false;
+  op.input = x->name;
+  op.module = n.target;
+  *out = std::move(op);
+  return true;
+}
+
+Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& s,
+                const Group* epi, std::string* src) {
+  if (!s.Valid()) return Status::Error("a GEMM schedule out of range");
+  size_t self = 0;  // the epilogue's input that is C
+  if (epi) {
+    auto pos = std::find(epi->inputs.begin(), epi->inputs.end(), linear.name);
+    if (pos == epi->inputs.end() || epi->shape != op.out_shape) return Status::Error("an epilogue that does not read C");
+    self = static_cast<size_t>(pos - epi->inputs.begin());
+  }
+  const int64_t numel = op.M * op.N;
+  const bool wide = numel >= kInt32Elements;
+  std::vector<std::string> params = {"a", "w", "bias"};
+  std::vector<std::string> outputs;
+  if (epi) {
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      if (i != self) params.push_back("in" + std::to_string(i));
+    }
+    for (size_t i = 0; i < epi->outputs.size(); ++i) outputs.push_back("out" + std::to_string(i));
+  } else {
+    outputs.push_back("out0");
+  }
+  for (const auto& o : outputs) params.push_back(o);
+
+  std::ostringstream kr;
+  const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
+  kr << "@triton.jit\ndef " << kname << "(";
+  for (const auto& p : params) kr << p << ", ";
+  kr << "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, "
+        "BK: tl.constexpr, GROUP_M: tl.constexpr):\n";
+  kr << "    # C = A @ W^T" << (op.has_bias ? " + b" : "") << " (A [M, K], W [N, K]), fp32 accumulation, "
+     << "split-TF32 (3-pass) products";
+  if (epi) {
+    kr << "; epilogue: ";
+    for (size_t j = 0; j < epi->nodes.size(); ++j) kr << (j ? ", " : "") << epi->ops.at(epi->nodes[j]).fn;
+  }
+  kr << "\n";
+  kr << "    pid = tl.program_id(0)\n"
+        "    num_m = tl.cdiv(M, BM)\n"
+        "    num_n = tl.cdiv(N, BN)\n"
+        "    width = GROUP_M * num_n\n"
+        "    first_m = (pid // width) * GROUP_M\n"
+        "    size_m = tl.minimum(num_m - first_m, GROUP_M)\n"
+        "    pid_m = first_m + (pid % width) % size_m\n"
+        "    pid_n = (pid % width) // size_m\n"
+        "    rm = pid_m * BM + tl.arange(0, BM)\n"
+        "    rn = pid_n * BN + tl.arange(0, BN)\n"
+        "    rk = tl.arange(0, BK)\n"
+        "    # rows and columns past the edge wrap around (valid addresses); their results are not stored\n"
+        "    a_ptr = a + (rm % M).to(tl.int64)[:, None] * K + rk[None, :]\n"
+        "    w_ptr = w + (rn % N).to(tl.int64)[None, :] * K + rk[:, None]\n"
+        "    acc = tl.zeros((BM, BN), dtype=tl.float32)\n"
+        "    for kk in range(0, tl.cdiv(K, BK)):\n";
+  if (op.K % s.bk == 0) {
+    kr << "        at = tl.load(a_ptr)\n"
+          "        wt = tl.load(w_ptr)\n";
+  } else {
+    kr << "        kmask = rk < K - kk * BK\n"
+          "        at = tl.load(a_ptr, mask=kmask[None, :], other=0.0)\n"
+          "        wt = tl.load(w_ptr, mask=kmask[:, None], other=0.0)\n";
+  }
+  kr << "        acc = tl.dot(at, wt, acc, input_precision=\"tf32x3\")\n"
+        "        a_ptr += BK\n"
+        "        w_ptr += BK\n";
+  if (op.has_bias) kr << "    acc += tl.load(bias + rn % N)[None, :]\n";
+  kr << "    mask = (rm[:, None] < M) & (rn[None, :] < N)\n";
+  if (wide) kr << "    offs = rm.to(tl.int64)[:, None] * N + rn[None, :]\n";
+  else kr << "    offs = rm[:, None] * N + rn[None, :]\n";
+  if (epi) {
+    std::map<std::string, std::string> names;
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      const std::string si = std::to_string(i);
+      if (i == self) {
+        names[epi->inputs[i]] = "acc";
+        continue;
+      }
+      const Node& in = *g.Find(epi->inputs[i]);
+      names[epi->inputs[i]] = in.is_number ? "in" + si : "x" + si;
+      if (!in.is_number) kr << InputLoad(in, *epi, i, "x" + si, "mask", "    ");
+    }
+    std::string ops;
+    Status st = RenderGroupOps(g, *epi, "    ", &names, &ops);
+    if (!st.ok()) return st;
+    kr << ops;
+    for (size_t i = 0; i < epi->outputs.size(); ++i) {
+      kr << "    tl.store(out" << i << " + offs, " << names.at(epi->outputs[i]) << ", mask=mask)\n";
+    }
+  } else {
+    kr << "    tl.store(out0 + offs, acc, mask=mask)\n";
+  }
+
+  std::ostringstream ln;
+  ln << "def _ax_gemm" << k << "(x, mod";
+  if (epi) {
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      if (i != self) ln << ", in" << i;
+    }
+  }
+  ln << "):\n";
+  ln << "    assert list(x.shape) == " << PyShape(op.in_shape) << ", \"the kernel was generated for the traced shapes\"\n";
+  ln << "    a = x.reshape(" << op.M << ", " << op.K << ").contiguous()\n";
+  ln << "    w = mod.weight\n";
+  ln << "    assert list(w.shape) == [" << op.N << ", " << op.K << "]\n";
+  ln << "    w = w.contiguous()\n";
+  if (epi) {
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      if (i != self) ln << InputPrelude(*g.Find(epi->inputs[i]), i);
+    }
+  }
+  for (const auto& o : outputs) {
+    ln << "    " << o << " = torch.empty(" << PyShape(op.out_shape) << ", device=x.device, dtype=torch.float32)\n";
+  }
+  ln << "    grid = (triton.cdiv(" << op.M << ", " << s.bm << ") * triton.cdiv(" << op.N << ", " << s.bn << "),)\n";
+  ln << "    " << kname << "[grid](a, w, " << (op.has_bias ? "mod.bias" : "w");
+  for (size_t i = 3; i < params.size(); ++i) ln << ", " << params[i];
+  ln << ", M=" << op.M << ", N=" << op.N << ", K=" << op.K << ", BM=" << s.bm << ", BN=" << s.bn << ", BK=" << s.bk
+     << ", GROUP_M=" << s.group_m << ", num_warps=" << s.warps << ", num_stages=" << s.stages << ")\n";
+  ln << "    return ";
+  for (size_t i = 0; i < outputs.size(); ++i) ln << (i ? ", " : "") << outputs[i];
+  ln << "\n";
+  *src += kr.str() + "\n\n" + ln.str() + "\n\n";
+  return Status::Ok();
+}
+
+}  // namespace ax::builtin

@@ -1,0 +1,52 @@
+// Matrix products generated in Triton, with the elementwise kernel after them
+// fused in as an epilogue (plan `gemm`).
+//
+// An `nn.Linear` on a float32 input x [..., K] is C = A @ W^T (+ b) with
+// A = x viewed as [M, K] and W [N, K]. The kernel tiles C in BM x BN blocks
+// (grouped by GROUP_M along M for L2 reuse), walks K in BK steps and
+// accumulates in fp32. Products use Triton's "tf32x3" input precision: each
+// fp32 operand is split into a TF32 head and a TF32 tail and three
+// tensor-core products (head*head + head*tail + tail*head) are summed, which
+// keeps about fp32 accuracy (the dropped tail*tail term is below fp32's
+// rounding of the operands' product) at tensor-core speed; plain TF32 is never
+// used. The elementwise group that alone reads C (same shape) runs on the
+// accumulator tile before the one store, so C itself is never written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "builtin/fuse.h"
+#include "builtin/graph.h"
+#include "common/status.h"
+
+namespace ax::builtin {
+
+struct GemmOp {
+  std::string input;   // the node x
+  std::string module;  // the Linear's path (its weight and bias)
+  int64_t M = 0, K = 0, N = 0;
+  bool has_bias = false;
+  std::vector<int64_t> in_shape, out_shape;
+};
+
+struct GemmSchedule {
+  int bm = 128, bn = 128, bk = 64, group_m = 8, warps = 8, stages = 3;
+  bool operator==(const GemmSchedule&) const = default;
+  // Shared memory the pipelined fp32 tiles need (bytes).
+  int64_t SharedBytes() const { return int64_t{4} * (bm + bn) * bk * stages; }
+  bool Valid() const;
+};
+
+// True when node n is an nn.Linear on a float32 tensor the compiler generates.
+bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
+
+// The Triton kernel and the launcher `_ax_gemm<k>(x, mod[, the epilogue's other
+// inputs in order])` for op (appended to *src). Without an epilogue the
+// launcher returns C; with one (a group reading C, of C's shape, C's only
+// readers in it) it returns the group's outputs.
+Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& sched,
+                const Group* epilogue, std::string* src);
+
+}  // namespace ax::builtin
