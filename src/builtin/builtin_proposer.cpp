@@ -14,6 +14,7 @@ const int kWarps[] = {1, 2, 4, 8, 16};
 
 std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
+  if (p.algebra) s += ", sums over a Linear's features from its summed weight";
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
@@ -40,6 +41,13 @@ std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
 
 std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> plans;
+  if (CountLinearReductions(graph_) > 0) {
+    // Algebra first: it removes a matrix product.
+    Plan alg;
+    alg.algebra = true;
+    alg.gemm = true;
+    plans.push_back(alg);
+  }
   Plan with_gemm;
   with_gemm.gemm = true;
   if (!FormGemms(graph_, with_gemm).empty()) {

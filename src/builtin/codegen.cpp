@@ -26,6 +26,7 @@ json Plan::ToJson() const {
   if (library_reductions) j["libred"] = true;
   if (norm_epilogue) j["normepi"] = true;
   if (reduce_prologue) j["prologue"] = true;
+  if (algebra) j["algebra"] = true;
   if (gemm) {
     json gs = json::array();
     for (const auto& k : gsched) gs.push_back({k.bm, k.bn, k.bk, k.group_m, k.warps, k.stages});
@@ -57,6 +58,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
     p.library_reductions = j.value("libred", false);
     p.norm_epilogue = j.value("normepi", false);
     p.reduce_prologue = j.value("prologue", false);
+    p.algebra = j.value("algebra", false);
     if (j.contains("gemm")) {
       p.gemm = true;
       for (const auto& k : j.at("gemm")) {
@@ -551,6 +553,163 @@ std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>&
   return out;
 }
 
+// A sum or mean over the N output features of a Linear, through a chain of
+// elementwise operators affine in it (CountLinearReductions).
+struct LinearReduce {
+  size_t red = 0;          // the reduction replaced
+  int linear = -1;         // the Linear node
+  GemmOp gemm;
+  std::vector<int> chain;  // the elementwise nodes between them, in order
+  std::map<int, EwOp> ops;
+  std::vector<std::string> operands;  // tensors and numbers the chain reads, in order
+};
+
+// The affine step y' = f(y, c) of one chain operator on y (the chain value):
+// "add", "sub", "rsub" (c - y), "mul" or "div" (y / c); false when f is not one.
+bool AffineStep(const EwOp& op, const std::string& y, std::string* kind, EwOperand* c) {
+  if (op.operands.size() != 2 || !op.params.empty()) return false;
+  const bool first = op.operands[0].node == y, second = op.operands[1].node == y;
+  if (first == second) return false;
+  *c = op.operands[first ? 1 : 0];
+  if (op.fn == "add" || op.fn == "mul") *kind = op.fn;
+  else if (op.fn == "sub") *kind = first ? "sub" : "rsub";
+  else if (op.fn == "div" && first) *kind = "div";
+  else return false;
+  return true;
+}
+
+std::vector<LinearReduce> FormLinearReductions(const Graph& g, const std::vector<std::pair<int, RedOp>>& reds) {
+  std::vector<LinearReduce> out;
+  for (size_t k = 0; k < reds.size(); ++k) {
+    const RedOp& op = reds[k].second;
+    if ((op.kind != "sum" && op.kind != "mean") || op.geo.IN != 1) continue;
+    LinearReduce lr;
+    lr.red = k;
+    const Node* cur = g.Find(op.input);
+    int reader = reds[k].first;
+    bool ok = cur != nullptr;
+    while (ok) {
+      ok = cur->users.size() == 1 && cur->users[0] == reader;
+      if (!ok) break;
+      GemmOp gop;
+      if (ClassifyGemm(g, *cur, &gop)) {
+        lr.linear = g.index.at(cur->name);
+        lr.gemm = gop;
+        break;
+      }
+      EwOp ew;
+      std::string kind;
+      EwOperand c;
+      ok = ClassifyElementwise(g, *cur, &ew) && ew.operands.size() == 2;
+      if (!ok) break;
+      // which operand continues the chain: the one that is not a constant, a
+      // number or a per-feature tensor (tried in order; a chain has one)
+      const Node* next = nullptr;
+      for (const auto& o : ew.operands) {
+        const Node* n = o.node.empty() ? nullptr : g.Find(o.node);
+        if (n && n->is_tensor && n->shape == cur->shape) next = n;
+      }
+      ok = next && AffineStep(ew, next->name, &kind, &c);
+      if (!ok) break;
+      if (!c.node.empty()) {
+        const Node* cn = g.Find(c.node);
+        // c: a number, or a tensor constant along every dimension but the last
+        int64_t lead = 1;
+        if (cn->is_tensor) {
+          for (size_t d = 0; d + 1 < cn->shape.size(); ++d) lead *= cn->shape[d];
+        }
+        ok = cn->is_number || (cn->is_tensor && cn->dtype == "torch.float32" && lead == 1 &&
+                               cn->shape.size() <= cur->shape.size());
+        if (ok && (kind == "mul" || kind == "div")) {  // scalings by one value only
+          int64_t numel = 1;
+          for (int64_t d : cn->shape) numel *= d;
+          ok = cn->is_number || numel == 1;
+        }
+        if (!ok) break;
+      }
+      const int idx = g.index.at(cur->name);
+      lr.chain.insert(lr.chain.begin(), idx);
+      lr.ops[idx] = ew;
+      reader = idx;
+      cur = next;
+    }
+    if (!ok || lr.linear < 0) continue;
+    if (op.geo.R != lr.gemm.N || op.geo.rows != lr.gemm.M) continue;  // over exactly the features
+    for (int idx : lr.chain) {
+      for (const auto& o : lr.ops[idx].operands) {
+        if (o.node.empty() || g.Find(o.node)->shape == g.nodes[idx].shape) continue;
+        if (std::find(lr.operands.begin(), lr.operands.end(), o.node) == lr.operands.end()) {
+          lr.operands.push_back(o.node);
+        }
+      }
+    }
+    out.push_back(std::move(lr));
+  }
+  return out;
+}
+
+// The launcher `_ax_linred<k>(x, mod, operands...)`: torch calls (a
+// matrix-vector product and sums of parameters) computing lr's reduction.
+std::string EmitLinearReduce(const Graph& g, const LinearReduce& lr, const RedOp& op, size_t k) {
+  const GemmOp& gm = lr.gemm;
+  std::ostringstream ln;
+  ln << "def _ax_linred" << k << "(x, mod";
+  for (size_t i = 0; i < lr.operands.size(); ++i) ln << ", c" << i;
+  ln << "):\n";
+  ln << "    # " << op.kind << " over the " << gm.N << " output features of a Linear"
+     << (lr.chain.empty() ? "" : " through an affine chain")
+     << ": x . (sum_n W_n) + sum_n b_n, then the chain on the sum (no matrix product)\n";
+  ln << "    assert list(x.shape) == " << PyShape(gm.in_shape) << ", \"the kernel was generated for the traced shapes\"\n";
+  ln << "    s = torch.mv(x.reshape(" << gm.M << ", " << gm.K << "), mod.weight.sum(0))\n";
+  if (gm.has_bias) ln << "    s = s + mod.bias.sum()\n";
+  for (int idx : lr.chain) {
+    const EwOp& ew = lr.ops.at(idx);
+    std::string kind;
+    EwOperand c;
+    const Node& n = g.nodes[idx];
+    std::string y;
+    for (const auto& o : ew.operands) {
+      if (!o.node.empty() && g.Find(o.node)->shape == n.shape) y = o.node;
+    }
+    AffineStep(ew, y, &kind, &c);
+    // the sum over the features of the other operand broadcast to [.., N]
+    std::string cv, csum;
+    if (c.node.empty()) {
+      cv = PyFloat(c.value);
+      csum = PyFloat(c.value) + " * " + std::to_string(gm.N);
+    } else {
+      const size_t pos = std::find(lr.operands.begin(), lr.operands.end(), c.node) - lr.operands.begin();
+      const Node& cn = *g.Find(c.node);
+      cv = "c" + std::to_string(pos);
+      if (cn.is_number) {
+        cv = "float(" + cv + ")";
+        csum = cv + " * " + std::to_string(gm.N);
+      } else {
+        const bool per_feature = !cn.shape.empty() && cn.shape.back() == gm.N;
+        cv = cv + ".reshape(())";
+        csum = per_feature ? "c" + std::to_string(pos) + ".sum()" : cv + " * " + std::to_string(gm.N);
+      }
+    }
+    if (kind == "add") ln << "    s = s + " << csum << "\n";
+    else if (kind == "sub") ln << "    s = s - " << csum << "\n";
+    else if (kind == "rsub") ln << "    s = " << csum << " - s\n";
+    else if (kind == "mul") ln << "    s = s * " << cv << "\n";
+    else ln << "    s = s / " << cv << "\n";
+  }
+  if (op.kind == "mean") ln << "    s = s / " << gm.N << "\n";
+  ln << "    return s.reshape(" << PyShape(op.out_shape) << ")\n\n\n";
+  return ln.str();
+}
+
+}  // namespace
+
+int CountLinearReductions(const Graph& g) {
+  Plan p;
+  return static_cast<int>(FormLinearReductions(g, FormReductions(g, p)).size());
+}
+
+namespace {
+
 // For each GEMM, the group it runs as its epilogue: a group of C's shape
 // that reads C, holding every reader of C, applying no norm itself.
 std::map<size_t, size_t> FormEpilogues(const Graph& g, const std::vector<Group>& groups,
@@ -621,7 +780,41 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
   std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
   std::vector<std::pair<int, GemmOp>> gemms = FormGemms(g, plan);
-  if (kernels) *kernels = static_cast<int>(groups.size() + reds.size() + gemms.size());
+
+  // Algebraic rewrites: reductions over a Linear's features computed from
+  // the summed weight; the Linear and the chain between are not computed.
+  std::vector<LinearReduce> linreds;
+  std::map<size_t, size_t> linred_of;  // reduction -> rewrite
+  std::set<int> unused;                // nodes no longer computed
+  std::set<size_t> chain_groups;       // groups made of a rewrite's chain
+  if (plan.algebra) {
+    for (auto& lr : FormLinearReductions(g, reds)) {
+      std::set<int> chain(lr.chain.begin(), lr.chain.end());
+      std::set<size_t> own;
+      bool whole = true;  // every group touching the chain is made of chain nodes only
+      for (size_t j = 0; j < groups.size(); ++j) {
+        int in_chain = 0;
+        for (int idx : groups[j].nodes) in_chain += chain.count(idx);
+        if (in_chain == 0) continue;
+        whole = whole && in_chain == static_cast<int>(groups[j].nodes.size());
+        own.insert(j);
+      }
+      if (!whole) continue;
+      chain_groups.insert(own.begin(), own.end());
+      unused.insert(lr.linear);
+      unused.insert(chain.begin(), chain.end());
+      linred_of[lr.red] = linreds.size();
+      linreds.push_back(std::move(lr));
+    }
+    std::vector<std::pair<int, GemmOp>> kept;
+    for (auto& ge : gemms) {
+      if (!unused.count(ge.first)) kept.push_back(std::move(ge));
+    }
+    gemms = std::move(kept);
+  }
+  if (kernels) {
+    *kernels = static_cast<int>(groups.size() + reds.size() + gemms.size() - linreds.size() - chain_groups.size());
+  }
   if (groups.empty() && reds.empty() && gemms.empty()) {
     return Status::Error("nothing to fuse: every operator stays a library call");
   }
@@ -658,7 +851,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   // Elementwise kernels run as the epilogue of the GEMM they read.
   std::map<size_t, size_t> epilogue_of = FormEpilogues(g, groups, gemms, feeds);  // GEMM -> group
   std::map<size_t, size_t> gemm_of_group;                                         // group -> GEMM
-  std::set<size_t> inside;  // groups not launched on their own
+  std::set<size_t> inside = chain_groups;  // groups not launched on their own
   for (const auto& [k, j] : epilogue_of) {
     gemm_of_group[j] = k;
     inside.insert(j);
@@ -670,7 +863,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     prologue_of = FormPrologues(g, groups, reds, feeds, fed, inside);
     for (const auto& [k, j] : prologue_of) inside.insert(j);
   }
-  if (kernels) *kernels -= static_cast<int>(inside.size());
+  if (kernels) *kernels -= static_cast<int>(inside.size() - chain_groups.size());
   // A kernel that is not launched has no schedule of its own: the marker (and
   // so the source) is the same whatever a small step set there.
   for (size_t k : inside) written.sched[k] = KernelSchedule();
@@ -688,6 +881,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (!st.ok()) return st;
   }
   for (size_t k = 0; k < reds.size(); ++k) {
+    if (auto it = linred_of.find(k); it != linred_of.end()) {
+      written.red[k] = RedSchedule();
+      kernel_src += EmitLinearReduce(g, linreds[it->second], reds[k].second, it->second);
+      continue;
+    }
     ReductionPrologue pro;
     const bool with = prologue_of.count(k) > 0;
     if (with) {
@@ -762,11 +960,20 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       body << "        " << v << " = " << first_tensor << ".device\n";
       continue;
     }
+    if (unused.count(static_cast<int>(i))) continue;  // rewritten away
     if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const GemmOp& op = gemms[it->second].second;
       body << "        " << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << AttrExpr(op.module)
            << ")\n";
+      continue;
+    }
+    if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && linred_of.count(it->second)) {
+      const LinearReduce& lr = linreds[linred_of.at(it->second)];
+      body << "        " << v << " = _ax_linred" << linred_of.at(it->second) << "(" << Var(lr.gemm.input) << ", "
+           << AttrExpr(lr.gemm.module);
+      for (const auto& o : lr.operands) body << ", " << Var(o);
+      body << ")\n";
       continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {

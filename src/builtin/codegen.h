@@ -44,6 +44,8 @@ struct Plan {
   // kernel that alone reads it fused in as its epilogue.
   bool gemm = false;
   std::vector<GemmSchedule> gsched;  // per GEMM, in order
+  // Safe algebraic rewrites (see CountLinearReductions).
+  bool algebra = false;
   GemmSchedule GemmFor(size_t k) const { return k < gsched.size() ? gsched[k] : GemmSchedule(); }
 
   FusionOptions Fusion() const;
@@ -59,6 +61,13 @@ std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& pl
 
 // The matrix products generated under plan (none unless plan.gemm): (node index, operator).
 std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan);
+
+// How many sums or means over a Linear layer's output features (through
+// additions of per-feature or scalar terms and scalings by scalars) the graph
+// has. Under plan.algebra each is computed as x . (sum_n W_n) + sum_n b_n and
+// the chain applied to that sum: a matrix-vector product instead of the
+// matrix product, the same value for every input up to rounding.
+int CountLinearReductions(const Graph& g);
 
 // How many norms plan would apply inside the elementwise kernel after them
 // (with norm_epilogue set).

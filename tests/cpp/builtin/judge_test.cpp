@@ -188,6 +188,25 @@ TEST_F(BuiltinJudge, LinearEpiloguesPass) {
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/linear_epilogues.py", 1);
 }
+TEST_F(BuiltinJudge, LinearReductionsFromTheSummedWeight) {
+  TaskRef t = Task("tests/corpus/builtin/linear_reductions.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  EXPECT_EQ(CountLinearReductions(g), 2);
+  Plan plan;
+  plan.algebra = true;
+  plan.gemm = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("self.gemm("), std::string::npos) << src;
+  EXPECT_EQ(src.find("_ax_gemm0("), std::string::npos) << "no matrix product left\n" << src;
+  EXPECT_NE(forward.find("_ax_linred0(v_x, self.gemm, v_subtract, v_scale)"), std::string::npos) << src;
+  EXPECT_NE(forward.find("_ax_linred1(v_x, self.proj)"), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/linear_reductions.py", 1);
+}
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/builtin/arg_reductions.py", 1); }
