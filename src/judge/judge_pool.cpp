@@ -451,8 +451,6 @@ class JudgePool : public Judge {
   // holds it alone. Requires nothing held (takes the task's baseline worker, then exec_mu).
   Status EnsureBaseline(DeviceState* st, const TaskRef& task, const JudgeOptions& o, const std::string& mode,
                         Baseline* out) {
-    Trusted* t = st->bases[std::hash<std::string>{}(task.hash) % st->bases.size()].get();
-    std::lock_guard<std::mutex> base(t->mu);
     std::string torch_version;
     {
       std::lock_guard<std::mutex> lock(env_mu_);
@@ -461,19 +459,27 @@ class JudgePool : public Judge {
     json keyj = {{"task", task.hash}, {"mode", mode}, {"device", DeviceName(st)}, {"torch", torch_version},
                  {"warmup", o.warmup}, {"iters", o.iters}, {"sets", o.input_sets}, {"flush", o.flush_bytes},
                  {"init_seed", o.init_seed}};
-    std::string key = Sha256Hex(keyj.dump());
-    if (o.use_cache) {
-      if (auto hit = cache_.Get("baselines", key)) {
-        try {
-          json j = json::parse(*hit);
-          out->median_ms = j.at("median_ms");
-          out->wall_ms = j.at("wall_ms");
-          out->gap_ms = j.at("gap_ms");
-          return Status::Ok();
-        } catch (...) {
-        }
+    const std::string key = Sha256Hex(keyj.dump());
+    auto cached = [&]() {
+      if (!o.use_cache) return false;
+      auto hit = cache_.Get("baselines", key);
+      if (!hit) return false;
+      try {
+        json j = json::parse(*hit);
+        out->median_ms = j.at("median_ms");
+        out->wall_ms = j.at("wall_ms");
+        out->gap_ms = j.at("gap_ms");
+        return true;
+      } catch (...) {
+        return false;
       }
-    }
+    };
+    // A cached baseline needs no worker: looked up before waiting for the
+    // baseline worker, which another task's torch.compile may hold for long.
+    if (cached()) return Status::Ok();
+    Trusted* t = st->bases[std::hash<std::string>{}(task.hash) % st->bases.size()].get();
+    std::lock_guard<std::mutex> base(t->mu);
+    if (cached()) return Status::Ok();  // measured while this waited
     auto failed = [&](const Reply& r, const char* what) {
       std::string why = r.kind == Reply::kOk ? r.body.value("error", "") : r.detail;
       if (r.kind != Reply::kOk) t->w.reset();
