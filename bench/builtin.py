@@ -4,6 +4,7 @@
     python3 bench/builtin.py TASKDIR_OR_FILES... [--steps 30] [--jobs 4] [--bin build/adaexplore]
                              [--device cuda:0] [--out DIR] [--extra "..."] [--categories]
                              [--baselines eager,compile] [--report-only] [--no-degenerate-check]
+                             [--only memory-bound,pooling,...]
 
 Runs `adaexplore bench SPEC --proposer builtin --steps N --jobs J --device D --tolerance strict
 --baselines eager,compile --out OUT` (plus --resume when OUT already holds a run.sqlite), streaming
@@ -541,19 +542,38 @@ def run_bench(cmd, env, t0):
     return p.returncode
 
 
-def prepare_tasks(specs, out):
-    """(spec for `bench`, [task files]): one spec is passed as is; several are merged into
-    OUT/_tasks (symlinks)."""
+def parse_only(text):
+    """The categories of --only ("memory-bound" stands for the five memory-bound ones)."""
+    known = {cat for cat, _ in _RULES} | {"other"}
+    cats = set()
+    for c in (x.strip() for x in text.split(",")):
+        if c == "memory-bound":
+            cats.update(MEMORY_BOUND)
+        elif c in known:
+            cats.add(c)
+        elif c:
+            raise SystemExit("bench/builtin: unknown category %r in --only (known: memory-bound, %s)" % (
+                c, ", ".join(sorted(known))))
+    return cats
+
+
+def prepare_tasks(specs, out, only=None):
+    """(spec for `bench`, [task files]): one spec is passed as is; several, or a selection by
+    category (only: a set of categories), are merged into OUT/_tasks (symlinks)."""
     files = []
     for s in specs:
         files.extend(resolve_spec(s))
+    if only is not None:
+        files = [f for f in files if classify(f.name) in only]
+        if not files:
+            raise SystemExit("bench/builtin: no task of the categories %s" % ", ".join(sorted(only)))
     names = {}
     for f in files:
         if f.stem in names and os.path.realpath(names[f.stem]) != os.path.realpath(f):
             raise SystemExit("bench/builtin: two tasks named %s (%s, %s): bench names tasks by file stem" % (
                 f.stem, names[f.stem], f))
         names[f.stem] = f
-    if len(specs) == 1:
+    if len(specs) == 1 and only is None:
         return specs[0], list(names.values())
     d = Path(out) / "_tasks"
     d.mkdir(parents=True, exist_ok=True)
@@ -637,6 +657,9 @@ def main(argv=None):
     ap.add_argument("--baselines", default=None, help="default eager,compile on GPU, eager on CPU")
     ap.add_argument("--categories", action="store_true",
                     help="only list each task's level, category and byte estimate; run nothing")
+    ap.add_argument("--only", default=None,
+                    help="run only tasks of these categories (comma list; memory-bound = elementwise, "
+                         "normalisation, reduction, softmax, loss)")
     ap.add_argument("--report-only", action="store_true", help="do not run the bench; report OUT as it is")
     ap.add_argument("--no-degenerate-check", action="store_true",
                     help="do not ask `adaexplore tasks` about tasks no verdict covers")
@@ -652,7 +675,7 @@ def main(argv=None):
         out = args.out or str(ROOT / "runs" / ("builtin-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S")))
     binary = args.bin or str(ROOT / "build" / "adaexplore")
     Path(out).mkdir(parents=True, exist_ok=True)
-    spec, files = prepare_tasks(args.tasks, out)
+    spec, files = prepare_tasks(args.tasks, out, parse_only(args.only) if args.only else None)
     paths = {f.stem: f for f in files}
 
     # Bytes moved per memory-bound task (meta device: allocates nothing; RNN models are slow to

@@ -280,6 +280,23 @@ def test_resolve_spec_and_merge(bb, tmp_path):
         bb.prepare_tasks([str(tmp_path / "level1"), str(tmp_path / "level2")], out)
 
 
+def test_only_selects_categories(bb, tmp_path):
+    (tmp_path / "level1").mkdir()
+    for n in ["19_ReLU.py", "1_Square_matrix_multiplication_.py", "33_BatchNorm.py", "41_Max_Pooling_1D.py"]:
+        (tmp_path / "level1" / n).write_text("x")
+    out = tmp_path / "out"
+    spec, files = bb.prepare_tasks([str(tmp_path / "level1")], out, bb.parse_only("memory-bound,pooling"))
+    assert spec == str(out / "_tasks")
+    assert sorted(f.name for f in files) == ["19_ReLU.py", "33_BatchNorm.py", "41_Max_Pooling_1D.py"]
+    assert sorted(p.name for p in (out / "_tasks").glob("*.py")) == sorted(f.name for f in files)
+    assert bb.level_of(out / "_tasks" / "19_ReLU.py") == "level1"
+    assert bb.parse_only("memory-bound") == set(bb.MEMORY_BOUND)
+    with pytest.raises(SystemExit):
+        bb.parse_only("convolutions")
+    with pytest.raises(SystemExit):
+        bb.prepare_tasks([str(tmp_path / "level1")], out, {"scan"})
+
+
 def test_store_newer_than_summary_wins(bb, tmp_path):
     """A resumed run cut short leaves the earlier summary.json; the store's newer task result wins."""
     out = tmp_path / "run"
