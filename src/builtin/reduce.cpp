@@ -202,7 +202,7 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 }
 
 // nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d on a batched [N, C, ...] input:
-// dilation 1, no ceil_mode, no indices, no divisor override.
+// any dilation (max pooling), no ceil_mode, no indices, no divisor override.
 bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   const std::string cls = n.ModuleClass();
   const bool is_max = cls.rfind("MaxPool", 0) == 0, is_avg = cls.rfind("AvgPool", 0) == 0;
@@ -238,14 +238,20 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   } else {
     s = k;
   }
-  if (is_max && (!per_dim("dilation", 1, &dil) || std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v != 1; })))
-    return false;
+  if (is_max) {
+    if (!per_dim("dilation", 1, &dil) || std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v < 1; })) {
+      return false;
+    }
+  } else {
+    dil.assign(d, 1);
+  }
   if (attrs.value("ceil_mode", false) || attrs.value("return_indices", false)) return false;
   if (is_avg && attrs.contains("divisor_override") && !attrs["divisor_override"].is_null()) return false;
   std::vector<int64_t> want = {x->shape[0], x->shape[1]};
   for (size_t i = 0; i < d; ++i) {
-    if (k[i] < 1 || s[i] < 1 || p[i] < 0 || 2 * p[i] > k[i]) return false;
-    want.push_back((x->shape[i + 2] + 2 * p[i] - k[i]) / s[i] + 1);
+    const int64_t span = dil[i] * (k[i] - 1) + 1;  // the window's extent in the input
+    if (k[i] < 1 || s[i] < 1 || p[i] < 0 || 2 * p[i] > span || x->shape[i + 2] + 2 * p[i] < span) return false;
+    want.push_back((x->shape[i + 2] + 2 * p[i] - span) / s[i] + 1);
   }
   if (want != n.shape) return false;
   op.kind = is_max ? "maxpool" : "avgpool";
@@ -254,6 +260,7 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   op.pool_k = k;
   op.pool_s = s;
   op.pool_p = p;
+  op.pool_d = dil;
   op.count_include_pad = attrs.value("count_include_pad", true);
   int64_t outs = 1, vol = 1;
   for (auto v : n.shape) outs *= v;
@@ -641,8 +648,11 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     for (auto v : op.in_shape) in_numel *= v;
     const bool wide = in_numel >= (int64_t{1} << 31) - (int64_t{1} << 20);
     const bool is_max = op.kind == "maxpool";
+    std::vector<int64_t> dil = op.pool_d;
+    dil.resize(d, 1);
     std::string k = "    # " + op.kind + " kernel " + PyShape(op.pool_k) + " stride " + PyShape(op.pool_s) + " padding " +
-                    PyShape(op.pool_p) + ": " + PyShape(op.in_shape) + " -> " + PyShape(op.out_shape) + "\n";
+                    PyShape(op.pool_p) + " dilation " + PyShape(dil) + ": " + PyShape(op.in_shape) + " -> " +
+                    PyShape(op.out_shape) + "\n";
     k += "    o = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))" + std::string(wide ? ".to(tl.int64)" : "") + "\n";
     k += "    omask = o < " + I(g.rows) + "\n";
     // unravel the output index: o = ((nc * O0 + o0) * O1 + o1) * O2 + o2
@@ -666,7 +676,8 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
       kdiv /= op.pool_k[i];
       stride_in /= op.in_shape[i + 2];
       k += "        w" + si + " = (kk // " + I(kdiv) + ") % " + I(op.pool_k[i]) + "\n";
-      k += "        i" + si + " = q" + si + " * " + I(op.pool_s[i]) + " - " + I(op.pool_p[i]) + " + w" + si + "\n";
+      k += "        i" + si + " = q" + si + " * " + I(op.pool_s[i]) + " - " + I(op.pool_p[i]) + " + w" + si +
+           (dil[i] == 1 ? "" : " * " + I(dil[i])) + "\n";
       inside += " & (i" + si + " >= 0) & (i" + si + " < " + I(op.in_shape[i + 2]) + ")";
       offs += " + i" + si + (stride_in == 1 ? "" : " * " + I(stride_in));
     }

@@ -55,7 +55,7 @@ struct RedOp {
   double momentum = 0.1;
   std::string absorbed;              // max/min(x, dim)[0]: the max/min node, not emitted
   // maxpool / avgpool over the trailing len(pool_k) dimensions of [N, C, ...]
-  std::vector<int64_t> pool_k, pool_s, pool_p;
+  std::vector<int64_t> pool_k, pool_s, pool_p, pool_d;  // window, stride, padding, dilation (max only)
   bool count_include_pad = true;
 };
 
