@@ -1,5 +1,6 @@
 #include "builtin/graph.h"
 
+#include <cstdio>
 #include <set>
 
 namespace ax::builtin {
@@ -30,6 +31,125 @@ void CollectNodeRefs(const json& arg, std::vector<std::string>* out) {
 
 namespace {
 
+// nn.TripletMarginLoss / F.triplet_margin_loss (p = 2, no swap) on anchor,
+// positive and negative of one shape [..., D]: each distance is
+// sqrt(sum((a - x + eps)^2, dim=-1)) (pairwise_distance), the loss
+// clamp_min(d_ap - d_an + margin, 0), then its mean or sum; rewritten into
+// those operators, which the compiler generates. The loss node keeps its name.
+bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names, json* lowered) {
+  const std::string op = jn.value("op", "");
+  const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
+  const json mod = jn.contains("module") && jn["module"].is_object() ? jn["module"] : json::object();
+  const bool is_module = op == "call_module" && mod.value("class", "") == "TripletMarginLoss";
+  const bool is_fn = op == "call_function" && callable == "torch.nn.functional.triplet_margin_loss";
+  if (!is_module && !is_fn) return false;
+  const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
+  const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();
+  const json& o = jn.contains("out") ? jn["out"] : json::object();
+  if (args.size() != 3 || o.value("kind", "") != "tensor") return false;
+  for (const auto& a : args) {
+    if (!a.is_object() || !a.contains("node")) return false;
+  }
+  double margin = 1.0, p = 2.0, eps = 1e-6;
+  bool swap = false;
+  std::string reduction = "mean";
+  if (is_module) {
+    const json at = mod.contains("attrs") ? mod["attrs"] : json::object();
+    if (!kw.empty()) return false;
+    margin = at.value("margin", 1.0);
+    p = at.value("p", 2.0);
+    eps = at.value("eps", 1e-6);
+    swap = at.value("swap", false);
+    reduction = at.value("reduction", std::string("mean"));
+  } else {
+    for (const auto& [k, v] : kw.items()) {
+      if (!v.is_object()) return false;
+      if (k == "margin" || k == "p" || k == "eps") {
+        if (!v.contains("value") || !v["value"].is_number()) return false;
+        (k == "margin" ? margin : k == "p" ? p : eps) = v["value"].get<double>();
+      } else if (k == "swap") {
+        swap = v.value("repr", "") == "True";
+      } else if (k == "reduction") {
+        std::string r = v.value("repr", "");
+        if (r.size() < 2) return false;
+        reduction = r.substr(1, r.size() - 2);
+      } else if (!(v.value("repr", "") == "None" && (k == "size_average" || k == "reduce"))) {
+        return false;
+      }
+    }
+  }
+  if (p != 2.0 || swap || (reduction != "mean" && reduction != "sum" && reduction != "none")) return false;
+  // the three operands: float32 tensors of one shape (no broadcasting)
+  std::vector<int64_t> shape;
+  std::string dtype;
+  for (const auto& a : args) {
+    bool found = false;
+    for (const auto& m : out) {
+      if (m.value("name", "") != a["node"].get<std::string>() || !m.contains("out") ||
+          m["out"].value("kind", "") != "tensor") {
+        continue;
+      }
+      auto sh = m["out"]["shape"].get<std::vector<int64_t>>();
+      if (!shape.empty() && sh != shape) return false;
+      shape = sh;
+      dtype = m["out"].value("dtype", "");
+      found = true;
+    }
+    if (!found) return false;
+  }
+  if (shape.empty() || dtype != "torch.float32") return false;
+  std::vector<int64_t> rows(shape.begin(), shape.end() - 1);
+  const std::string name = jn.value("name", "");
+  auto fresh = [&](const std::string& base) {
+    std::string n = name + "_" + base;
+    while (names->count(n)) n += "_";
+    names->insert(n);
+    return n;
+  };
+  auto T = [&](const std::vector<int64_t>& sh) { return json{{"kind", "tensor"}, {"shape", sh}, {"dtype", dtype}}; };
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    std::string r = buf;
+    if (r.find_first_of(".eEn") == std::string::npos) r += ".0";
+    return json{{"repr", r}, {"value", v}};
+  };
+  auto call = [&](const std::string& n, const std::string& target, const std::string& fn, json a, json k,
+                  const std::vector<int64_t>& sh) {
+    lowered->push_back({{"name", n}, {"op", "call_function"}, {"target", target}, {"callable", fn}, {"args", a},
+                        {"kwargs", k}, {"out", T(sh)}});
+  };
+  std::string dist[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string sfx = k == 0 ? "ap" : "an";
+    const std::string diff = fresh(sfx + "_diff"), shifted = fresh(sfx + "_eps"), sq = fresh(sfx + "_sq"),
+                      sum = fresh(sfx + "_sum");
+    dist[k] = fresh(sfx + "_dist");
+    call(diff, "sub", "operator.sub", json::array({args[0], args[k + 1]}), json::object(), shape);
+    call(shifted, "add", "operator.add", json::array({json{{"node", diff}}, num(eps)}), json::object(), shape);
+    call(sq, "mul", "operator.mul", json::array({json{{"node", shifted}}, json{{"node", shifted}}}), json::object(),
+         shape);
+    call(sum, "sum", "torch.sum", json::array({json{{"node", sq}}}), json{{"dim", json{{"repr", "-1"}, {"value", -1}}}}, rows);
+    call(dist[k], "sqrt", "torch.sqrt", json::array({json{{"node", sum}}}), json::object(), rows);
+  }
+  const std::string gap = fresh("gap"), shifted = fresh("margin");
+  const std::string loss = reduction == "none" ? name : fresh("elementwise");
+  call(gap, "sub", "operator.sub", json::array({json{{"node", dist[0]}}, json{{"node", dist[1]}}}), json::object(),
+       rows);
+  call(shifted, "add", "operator.add", json::array({json{{"node", gap}}, num(margin)}), json::object(), rows);
+  call(loss, "clamp_min", "torch.clamp_min", json::array({json{{"node", shifted}}, num(0.0)}), json::object(), rows);
+  if (reduction != "none") {
+    lowered->push_back({{"name", name},
+                        {"op", "call_function"},
+                        {"target", reduction},
+                        {"callable", "torch." + reduction},
+                        {"args", json::array({json{{"node", loss}}})},
+                        {"kwargs", json::object()},
+                        {"out", o}});
+  }
+  return true;
+}
+
 // A pointwise loss with reduction 'mean' or 'sum' (F.smooth_l1_loss,
 // F.huber_loss, F.mse_loss, F.l1_loss) becomes the same loss with reduction
 // 'none' (an elementwise operator) followed by torch.mean / torch.sum over
@@ -42,6 +162,11 @@ json LowerLosses(const json& nodes) {
   std::set<std::string> names;
   for (const auto& jn : nodes) names.insert(jn.value("name", ""));
   for (const auto& jn : nodes) {
+    json tri = json::array();
+    if (LowerTriplet(jn, out, &names, &tri)) {
+      for (auto& t : tri) out.push_back(std::move(t));
+      continue;
+    }
     const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
     const json& o = jn.contains("out") ? jn["out"] : json::object();
     const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();

@@ -207,6 +207,15 @@ TEST_F(BuiltinJudge, LinearReductionsFromTheSummedWeight) {
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/linear_reductions.py", 1);
 }
+TEST_F(BuiltinJudge, TripletLossIsLowered) {
+  TaskRef t = Task("tests/corpus/builtin/triplet_loss.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int sums = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) sums += op.kind == "sum";
+  EXPECT_EQ(sums, 5);  // four distances and the 'sum' reduction
+  AllPlansPass("tests/corpus/builtin/triplet_loss.py", 1);
+}
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/builtin/arg_reductions.py", 1); }
