@@ -150,6 +150,97 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
   return true;
 }
 
+// F.cross_entropy(x, t) with class indices (x [B, C] float32, t [B] int64;
+// no weight or label smoothing; reduction mean or sum): per row
+// logsumexp(x_b) - x_b[t_b], rows whose target is ignore_index left out (and
+// not counted by the mean). Rewritten into a logsumexp over the classes (one
+// read of x), a gather of the targets' logits, elementwise work and sums;
+// the index bookkeeping stays PyTorch calls. The loss node keeps its name.
+bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* names, json* lowered) {
+  const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
+  if (jn.value("op", "") != "call_function" || callable != "torch.nn.functional.cross_entropy") return false;
+  const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
+  const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();
+  const json& o = jn.contains("out") ? jn["out"] : json::object();
+  if (args.size() != 2 || !args[0].contains("node") || !args[1].contains("node") || o.value("kind", "") != "tensor") {
+    return false;
+  }
+  std::string reduction = "mean";
+  int64_t ignore = -100;
+  for (const auto& [k, v] : kw.items()) {
+    if (!v.is_object()) return false;
+    const std::string r = v.value("repr", "");
+    if (k == "reduction") {
+      if (r != "'mean'" && r != "'sum'") return false;
+      reduction = r.substr(1, r.size() - 2);
+    } else if (k == "ignore_index") {
+      if (!v.contains("value") || !v["value"].is_number_integer()) return false;
+      ignore = v["value"].get<int64_t>();
+    } else if (k == "label_smoothing") {
+      if (!v.contains("value") || !v["value"].is_number() || v["value"].get<double>() != 0.0) return false;
+    } else if (!((k == "weight" || k == "size_average" || k == "reduce") && r == "None")) {
+      return false;
+    }
+  }
+  auto shape_of = [&](const json& a, std::string* dtype) -> std::vector<int64_t> {
+    for (const auto& m : out) {
+      if (m.value("name", "") == a["node"].get<std::string>() && m.contains("out") &&
+          m["out"].value("kind", "") == "tensor") {
+        *dtype = m["out"].value("dtype", "");
+        return m["out"]["shape"].get<std::vector<int64_t>>();
+      }
+    }
+    return {};
+  };
+  std::string xd, td;
+  const std::vector<int64_t> xs = shape_of(args[0], &xd), ts = shape_of(args[1], &td);
+  if (xs.size() != 2 || ts.size() != 1 || xs[0] != ts[0] || xd != "torch.float32" || td != "torch.int64") return false;
+  const std::vector<int64_t> col = {xs[0], 1};
+  const std::string name = jn.value("name", "");
+  auto fresh = [&](const std::string& base) {
+    std::string n = name + "_" + base;
+    while (names->count(n)) n += "_";
+    names->insert(n);
+    return n;
+  };
+  auto T = [](const std::vector<int64_t>& sh, const std::string& dt) {
+    return json{{"kind", "tensor"}, {"shape", sh}, {"dtype", dt}};
+  };
+  auto I = [](int64_t v) { return json{{"repr", std::to_string(v)}, {"value", v}}; };
+  auto N = [](const std::string& n) { return json{{"node", n}}; };
+  auto node = [&](const std::string& n, const std::string& op, const std::string& target, const std::string& fn,
+                  json a, json k, json outj) {
+    json j = {{"name", n}, {"op", op}, {"target", target}, {"args", a}, {"kwargs", k}, {"out", outj}};
+    if (!fn.empty()) j["callable"] = fn;
+    lowered->push_back(j);
+  };
+  const std::string t1 = fresh("target"), valid = fresh("valid"), safe = fresh("safe_target"), picked = fresh("picked"),
+                    lse = fresh("logsumexp"), validf = fresh("validf"), diff = fresh("row"), masked = fresh("masked");
+  node(t1, "call_method", "unsqueeze", "", json::array({args[1], I(1)}), json::object(), T(col, "torch.int64"));
+  node(valid, "call_function", "ne", "operator.ne", json::array({N(t1), I(ignore)}), json::object(),
+       T(col, "torch.bool"));
+  node(safe, "call_function", "where", "torch.where", json::array({N(valid), N(t1), I(0)}), json::object(),
+       T(col, "torch.int64"));
+  node(picked, "call_function", "gather", "torch.gather", json::array({args[0], I(1), N(safe)}), json::object(),
+       T(col, "torch.float32"));
+  node(lse, "call_function", "logsumexp", "torch.logsumexp", json::array({args[0]}),
+       json{{"dim", I(1)}, {"keepdim", json{{"repr", "True"}, {"value", true}}}}, T(col, "torch.float32"));
+  node(validf, "call_method", "float", "", json::array({N(valid)}), json::object(), T(col, "torch.float32"));
+  node(diff, "call_function", "sub", "operator.sub", json::array({N(lse), N(picked)}), json::object(),
+       T(col, "torch.float32"));
+  node(masked, "call_function", "mul", "operator.mul", json::array({N(diff), N(validf)}), json::object(),
+       T(col, "torch.float32"));
+  if (reduction == "sum") {
+    node(name, "call_function", "sum", "torch.sum", json::array({N(masked)}), json::object(), o);
+  } else {
+    const std::string total = fresh("total"), count = fresh("count");
+    node(total, "call_function", "sum", "torch.sum", json::array({N(masked)}), json::object(), o);
+    node(count, "call_function", "sum", "torch.sum", json::array({N(validf)}), json::object(), o);
+    node(name, "call_function", "truediv", "operator.truediv", json::array({N(total), N(count)}), json::object(), o);
+  }
+  return true;
+}
+
 // A pointwise loss with reduction 'mean' or 'sum' (F.smooth_l1_loss,
 // F.huber_loss, F.mse_loss, F.l1_loss) becomes the same loss with reduction
 // 'none' (an elementwise operator) followed by torch.mean / torch.sum over
@@ -163,7 +254,7 @@ json LowerLosses(const json& nodes) {
   for (const auto& jn : nodes) names.insert(jn.value("name", ""));
   for (const auto& jn : nodes) {
     json tri = json::array();
-    if (LowerTriplet(jn, out, &names, &tri)) {
+    if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &names, &tri)) {
       for (auto& t : tri) out.push_back(std::move(t));
       continue;
     }

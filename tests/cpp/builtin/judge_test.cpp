@@ -216,6 +216,15 @@ TEST_F(BuiltinJudge, TripletLossIsLowered) {
   EXPECT_EQ(sums, 5);  // four distances and the 'sum' reduction
   AllPlansPass("tests/corpus/builtin/triplet_loss.py", 1);
 }
+TEST_F(BuiltinJudge, CrossEntropyIsLowered) {
+  TaskRef t = Task("tests/corpus/builtin/cross_entropy.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int lse = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) lse += op.kind == "logsumexp";
+  EXPECT_EQ(lse, 2);
+  AllPlansPass("tests/corpus/builtin/cross_entropy.py", 1);
+}
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/builtin/arg_reductions.py", 1); }
