@@ -592,7 +592,7 @@ std::vector<LinearReduce> FormLinearReductions(const Graph& g, const std::vector
       ok = cur->users.size() == 1 && cur->users[0] == reader;
       if (!ok) break;
       GemmOp gop;
-      if (ClassifyGemm(g, *cur, &gop)) {
+      if (ClassifyGemm(g, *cur, &gop) && gop.linear) {
         lr.linear = g.index.at(cur->name);
         lr.gemm = gop;
         break;
@@ -709,6 +709,9 @@ int CountLinearReductions(const Graph& g) {
 }
 
 namespace {
+
+// The launcher's second argument: the Linear module or the other matrix.
+std::string GemmSecond(const GemmOp& op) { return op.linear ? AttrExpr(op.module) : Var(op.other); }
 
 // For each GEMM, the group it runs as its epilogue: a group of C's shape
 // that reads C, holding every reader of C, applying no norm itself.
@@ -928,7 +931,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         const Node& lin = g.nodes[gemms[gk].first];
         body << "        ";
         for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
-        body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << AttrExpr(gemms[gk].second.module);
+        body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << GemmSecond(gemms[gk].second);
         for (const auto& in : grp.inputs) {
           if (in != lin.name) body << ", " << Var(in);
         }
@@ -964,8 +967,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const GemmOp& op = gemms[it->second].second;
-      body << "        " << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << AttrExpr(op.module)
-           << ")\n";
+      body << "        " << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << GemmSecond(op) << ")\n";
       continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && linred_of.count(it->second)) {

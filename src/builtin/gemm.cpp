@@ -17,23 +17,44 @@ bool GemmSchedule::Valid() const {
 }
 
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
-  if (n.op != "call_module" || n.ModuleClass() != "Linear" || !n.is_tensor || n.dtype != "torch.float32") return false;
-  if (n.args.size() != 1 || !n.kwargs.empty() || !n.args[0].is_object() || !n.args[0].contains("node")) return false;
-  const Node* x = g.Find(n.args[0]["node"].get<std::string>());
-  if (!x || !x->is_tensor || x->dtype != "torch.float32" || x->shape.empty()) return false;
-  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
-  const json& params = n.module.contains("params") ? n.module["params"] : json::object();
-  if (!attrs.contains("in_features") || !attrs.contains("out_features") || !params.contains("weight")) return false;
+  if (!n.is_tensor || n.dtype != "torch.float32") return false;
+  auto tensor_arg = [&](size_t i) -> const Node* {
+    if (i >= n.args.size() || !n.args[i].is_object() || !n.args[i].contains("node")) return nullptr;
+    const Node* x = g.Find(n.args[i]["node"].get<std::string>());
+    return x && x->is_tensor && x->dtype == "torch.float32" && !x->shape.empty() ? x : nullptr;
+  };
   GemmOp op;
+  const Node* x = tensor_arg(0);
+  if (!x || !n.kwargs.empty()) return false;
   op.K = x->shape.back();
-  op.N = attrs["out_features"].get<int64_t>();
-  if (attrs["in_features"].get<int64_t>() != op.K) return false;
-  const json& w = params["weight"];
-  if (w.value("dtype", "") != "torch.float32" || w.value("shape", std::vector<int64_t>{}) != std::vector<int64_t>{op.N, op.K}) {
+  if (n.op == "call_module" && n.ModuleClass() == "Linear") {
+    if (n.args.size() != 1) return false;
+    const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+    const json& params = n.module.contains("params") ? n.module["params"] : json::object();
+    if (!attrs.contains("in_features") || !attrs.contains("out_features") || !params.contains("weight")) return false;
+    op.N = attrs["out_features"].get<int64_t>();
+    if (attrs["in_features"].get<int64_t>() != op.K) return false;
+    const json& w = params["weight"];
+    if (w.value("dtype", "") != "torch.float32" ||
+        w.value("shape", std::vector<int64_t>{}) != std::vector<int64_t>{op.N, op.K}) {
+      return false;
+    }
+    op.has_bias = attrs.value("bias", false);
+    if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
+    op.module = n.target;
+  } else if ((n.op == "call_function" &&
+              (n.callable == "torch.matmul" || n.callable == "torch.mm" || n.callable == "operator.matmul")) ||
+             (n.op == "call_method" && (n.target == "matmul" || n.target == "mm"))) {
+    const Node* y = tensor_arg(1);
+    if (n.args.size() != 2 || !y || y->shape.size() != 2 || y->shape[0] != op.K) return false;
+    if ((n.target == "mm" || n.callable == "torch.mm") && x->shape.size() != 2) return false;
+    if (x->shape.size() < 2) return false;  // a vector times a matrix: left to PyTorch
+    op.linear = false;
+    op.other = y->name;
+    op.N = y->shape[1];
+  } else {
     return false;
   }
-  op.has_bias = attrs.value("bias", false);
-  if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
   op.M = 1;
   for (size_t i = 0; i + 1 < x->shape.size(); ++i) op.M *= x->shape[i];
   op.in_shape = x->shape;
@@ -41,7 +62,6 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   op.out_shape.back() = op.N;
   if (n.shape != op.out_shape || op.M <= 0 || op.N <= 0 || op.K <= 0) return false;
   op.input = x->name;
-  op.module = n.target;
   *out = std::move(op);
   return true;
 }
@@ -57,7 +77,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   }
   const int64_t numel = op.M * op.N;
   const bool wide = numel >= kInt32Elements;
-  std::vector<std::string> params = {"a", "w", "bias"};
+  std::vector<std::string> params = {"a", "b", "bias"};
   std::vector<std::string> outputs;
   if (epi) {
     for (size_t i = 0; i < epi->inputs.size(); ++i) {
@@ -73,10 +93,12 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
   kr << "@triton.jit\ndef " << kname << "(";
   for (const auto& p : params) kr << p << ", ";
-  kr << "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, "
-        "BK: tl.constexpr, GROUP_M: tl.constexpr):\n";
-  kr << "    # C = A @ W^T" << (op.has_bias ? " + b" : "") << " (A [M, K], W [N, K]), fp32 accumulation, "
-     << "split-TF32 (3-pass) products";
+  kr << "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr, SAK: tl.constexpr, "
+        "SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
+        "GROUP_M: tl.constexpr):\n";
+  kr << "    # C = A @ B" << (op.has_bias ? " + bias" : "") << " (A [M, K], B [K, N]"
+     << (op.linear ? " = the Linear's weight transposed" : "") << ", read through their strides), "
+     << "fp32 accumulation, split-TF32 (3-pass) products";
   if (epi) {
     kr << "; epilogue: ";
     for (size_t j = 0; j < epi->nodes.size(); ++j) kr << (j ? ", " : "") << epi->ops.at(epi->nodes[j]).fn;
@@ -94,21 +116,21 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
         "    rn = pid_n * BN + tl.arange(0, BN)\n"
         "    rk = tl.arange(0, BK)\n"
         "    # rows and columns past the edge wrap around (valid addresses); their results are not stored\n"
-        "    a_ptr = a + (rm % M).to(tl.int64)[:, None] * K + rk[None, :]\n"
-        "    w_ptr = w + (rn % N).to(tl.int64)[None, :] * K + rk[:, None]\n"
+        "    a_ptr = a + (rm % M).to(tl.int64)[:, None] * SAM + rk[None, :] * SAK\n"
+        "    b_ptr = b + rk[:, None] * SBK + (rn % N).to(tl.int64)[None, :] * SBN\n"
         "    acc = tl.zeros((BM, BN), dtype=tl.float32)\n"
         "    for kk in range(0, tl.cdiv(K, BK)):\n";
   if (op.K % s.bk == 0) {
     kr << "        at = tl.load(a_ptr)\n"
-          "        wt = tl.load(w_ptr)\n";
+          "        bt = tl.load(b_ptr)\n";
   } else {
     kr << "        kmask = rk < K - kk * BK\n"
           "        at = tl.load(a_ptr, mask=kmask[None, :], other=0.0)\n"
-          "        wt = tl.load(w_ptr, mask=kmask[:, None], other=0.0)\n";
+          "        bt = tl.load(b_ptr, mask=kmask[:, None], other=0.0)\n";
   }
-  kr << "        acc = tl.dot(at, wt, acc, input_precision=\"tf32x3\")\n"
-        "        a_ptr += BK\n"
-        "        w_ptr += BK\n";
+  kr << "        acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")\n"
+        "        a_ptr += BK * SAK\n"
+        "        b_ptr += BK * SBK\n";
   if (op.has_bias) kr << "    acc += tl.load(bias + rn % N)[None, :]\n";
   kr << "    mask = (rm[:, None] < M) & (rn[None, :] < N)\n";
   if (wide) kr << "    offs = rm.to(tl.int64)[:, None] * N + rn[None, :]\n";
@@ -137,7 +159,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   }
 
   std::ostringstream ln;
-  ln << "def _ax_gemm" << k << "(x, mod";
+  ln << "def _ax_gemm" << k << (op.linear ? "(x, mod" : "(x, y");
   if (epi) {
     for (size_t i = 0; i < epi->inputs.size(); ++i) {
       if (i != self) ln << ", in" << i;
@@ -145,10 +167,14 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   }
   ln << "):\n";
   ln << "    assert list(x.shape) == " << PyShape(op.in_shape) << ", \"the kernel was generated for the traced shapes\"\n";
-  ln << "    a = x.reshape(" << op.M << ", " << op.K << ").contiguous()\n";
-  ln << "    w = mod.weight\n";
-  ln << "    assert list(w.shape) == [" << op.N << ", " << op.K << "]\n";
-  ln << "    w = w.contiguous()\n";
+  ln << "    a = x if x.dim() == 2 else x.reshape(" << op.M << ", " << op.K << ")\n";
+  if (op.linear) {
+    ln << "    assert list(mod.weight.shape) == [" << op.N << ", " << op.K << "]\n";
+    ln << "    b = mod.weight.t()\n";
+  } else {
+    ln << "    assert list(y.shape) == [" << op.K << ", " << op.N << "]\n";
+    ln << "    b = y\n";
+  }
   if (epi) {
     for (size_t i = 0; i < epi->inputs.size(); ++i) {
       if (i != self) ln << InputPrelude(*g.Find(epi->inputs[i]), i);
@@ -158,9 +184,10 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     ln << "    " << o << " = torch.empty(" << PyShape(op.out_shape) << ", device=x.device, dtype=torch.float32)\n";
   }
   ln << "    grid = (triton.cdiv(" << op.M << ", " << s.bm << ") * triton.cdiv(" << op.N << ", " << s.bn << "),)\n";
-  ln << "    " << kname << "[grid](a, w, " << (op.has_bias ? "mod.bias" : "w");
+  ln << "    " << kname << "[grid](a, b, " << (op.has_bias ? "mod.bias" : "b");
   for (size_t i = 3; i < params.size(); ++i) ln << ", " << params[i];
-  ln << ", M=" << op.M << ", N=" << op.N << ", K=" << op.K << ", BM=" << s.bm << ", BN=" << s.bn << ", BK=" << s.bk
+  ln << ", M=" << op.M << ", N=" << op.N << ", K=" << op.K
+     << ", SAM=a.stride(0), SAK=a.stride(1), SBK=b.stride(0), SBN=b.stride(1), BM=" << s.bm << ", BN=" << s.bn << ", BK=" << s.bk
      << ", GROUP_M=" << s.group_m << ", num_warps=" << s.warps << ", num_stages=" << s.stages << ")\n";
   ln << "    return ";
   for (size_t i = 0; i < outputs.size(); ++i) ln << (i ? ", " : "") << outputs[i];

@@ -2,7 +2,9 @@
 // fused in as an epilogue (plan `gemm`).
 //
 // An `nn.Linear` on a float32 input x [..., K] is C = A @ W^T (+ b) with
-// A = x viewed as [M, K] and W [N, K]. The kernel tiles C in BM x BN blocks
+// A = x viewed as [M, K] and W [N, K]; `torch.matmul`, `torch.mm` and `@` of
+// a float32 x [..., K] and a 2-d y [K, N] are C = A @ y. Operands are read
+// through their strides (a transposed view is not copied). The kernel tiles C in BM x BN blocks
 // (grouped by GROUP_M along M for L2 reuse), walks K in BK steps and
 // accumulates in fp32. Products use Triton's "tf32x3" input precision: each
 // fp32 operand is split into a TF32 head and a TF32 tail and three
@@ -25,7 +27,9 @@ namespace ax::builtin {
 
 struct GemmOp {
   std::string input;   // the node x
+  bool linear = true;  // nn.Linear (module) or a matrix product of two tensors (other)
   std::string module;  // the Linear's path (its weight and bias)
+  std::string other;   // matmul: the node y
   int64_t M = 0, K = 0, N = 0;
   bool has_bias = false;
   std::vector<int64_t> in_shape, out_shape;
@@ -39,11 +43,12 @@ struct GemmSchedule {
   bool Valid() const;
 };
 
-// True when node n is an nn.Linear on a float32 tensor the compiler generates.
+// True when node n is an nn.Linear on a float32 tensor, or a matrix product
+// of a float32 tensor and a 2-d one, that the compiler generates.
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 
-// The Triton kernel and the launcher `_ax_gemm<k>(x, mod[, the epilogue's other
-// inputs in order])` for op (appended to *src). Without an epilogue the
+// The Triton kernel and the launcher `_ax_gemm<k>(x, mod or y[, the epilogue's
+// other inputs in order])` for op (appended to *src). Without an epilogue the
 // launcher returns C; with one (a group reading C, of C's shape, C's only
 // readers in it) it returns the group's outputs.
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& sched,

@@ -310,6 +310,23 @@ json LinearGraph() {
   return {{"nodes", nodes}, {"training", true}};
 }
 
+TEST(Codegen, MatmulOfTwoTensorsIsAGemmReadThroughStrides) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  Plan plan;
+  plan.gemm = true;
+  auto gemms = FormGemms(g, plan);
+  ASSERT_EQ(gemms.size(), 1u);
+  EXPECT_FALSE(gemms[0].second.linear);
+  std::string src;
+  int kernels = 0;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plan, &src, &kernels).ok());
+  EXPECT_EQ(kernels, 2) << src;  // bias + relu * 0.5; the matmul with sigmoid as its epilogue
+  EXPECT_NE(src.find("v_sigmoid = _ax_gemm0(v_mul, v_w)"), std::string::npos) << src;
+  EXPECT_NE(src.find("SAM=a.stride(0), SAK=a.stride(1), SBK=b.stride(0), SBN=b.stride(1)"), std::string::npos);
+  EXPECT_EQ(src.find("torch.matmul("), std::string::npos) << src;
+}
+
 TEST(Codegen, LinearBecomesATritonGemmWithItsEpilogue) {
   Graph g;
   ASSERT_TRUE(ParseGraph(LinearGraph(), &g).ok());
@@ -416,6 +433,7 @@ TEST(Proposer, SmallStepsChangeOneKnobAndNeverRepeat) {
         changed += a.sched[k].block != b.sched[k].block;
         changed += a.sched[k].warps != b.sched[k].warps;
       }
+      for (size_t k = 0; k < a.gsched.size(); ++k) changed += !(a.gsched[k] == b.gsched[k]);
       EXPECT_EQ(changed, 1);
     }
   }

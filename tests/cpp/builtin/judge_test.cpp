@@ -225,6 +225,15 @@ TEST_F(BuiltinJudge, CrossEntropyIsLowered) {
   EXPECT_EQ(lse, 2);
   AllPlansPass("tests/corpus/builtin/cross_entropy.py", 1);
 }
+TEST_F(BuiltinJudge, MatmulsPass) {
+  TaskRef t = Task("tests/corpus/builtin/matmuls.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  EXPECT_EQ(FormGemms(g, plan).size(), 4u);
+  AllPlansPass("tests/corpus/builtin/matmuls.py", 1);
+}
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/builtin/arg_reductions.py", 1); }
