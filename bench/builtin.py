@@ -235,6 +235,23 @@ def first_line(text, limit=200):
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def checkpoint_store(out):
+    """Folds run.sqlite's write-ahead log into the file (a bench stopped by a signal leaves its
+    last writes there), so that the run folder's run.sqlite alone holds the whole run. True when
+    the log was fully checkpointed (or there is none)."""
+    db = Path(out) / "run.sqlite"
+    if not db.exists():
+        return True
+    try:
+        con = sqlite3.connect(str(db), timeout=30)
+        busy, _log, _done = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        con.close()
+        return busy == 0
+    except sqlite3.Error as e:
+        print("bench/builtin: cannot checkpoint %s: %s" % (db, e), flush=True)
+        return False
+
+
 def read_store(out):
     """What run.sqlite knows, per task: {"summary", "tree", "verdicts"} (missing keys when absent),
     and the config. Read-only; an unreadable store gives empty maps."""
@@ -736,6 +753,7 @@ def main(argv=None):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     summary = read_summary(out)
+    checkpoint_store(out)
     store, config = read_store(out)
     rows = []
     for name, path in paths.items():

@@ -297,6 +297,44 @@ def test_only_selects_categories(bb, tmp_path):
         bb.prepare_tasks([str(tmp_path / "level1")], out, {"scan"})
 
 
+def test_checkpoint_folds_the_write_ahead_log(bb, tmp_path):
+    """A writer killed without closing leaves its rows in run.sqlite-wal; after checkpoint_store
+    a copy of run.sqlite alone holds them."""
+    import shutil
+    import subprocess
+    import sqlite3
+    import sys
+
+    db = tmp_path / "run.sqlite"
+    code = ("import os, sqlite3, sys\n"
+            "con = sqlite3.connect(sys.argv[1])\n"
+            "con.execute('PRAGMA journal_mode=WAL')\n"
+            "con.execute('PRAGMA wal_autocheckpoint=0')\n"
+            "con.execute('CREATE TABLE t (x INTEGER)')\n"
+            "con.executemany('INSERT INTO t VALUES (?)', [(i,) for i in range(100)])\n"
+            "con.commit()\n"
+            "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code, str(db)], check=True)
+    assert (tmp_path / "run.sqlite-wal").exists() and (tmp_path / "run.sqlite-wal").stat().st_size > 0
+
+    def rows_in_copy(name):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(db, d / "run.sqlite")
+        con = sqlite3.connect(str(d / "run.sqlite"))
+        try:
+            return con.execute("SELECT count(*) FROM t").fetchone()[0]
+        except sqlite3.Error:
+            return None
+        finally:
+            con.close()
+
+    assert rows_in_copy("before") is None  # the table itself is still in the log
+    assert bb.checkpoint_store(tmp_path)
+    assert rows_in_copy("after") == 100
+    assert bb.checkpoint_store(tmp_path / "absent")
+
+
 def test_store_newer_than_summary_wins(bb, tmp_path):
     """A resumed run cut short leaves the earlier summary.json; the store's newer task result wins."""
     out = tmp_path / "run"
