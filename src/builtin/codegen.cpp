@@ -560,7 +560,11 @@ struct LinearReduce {
   int linear = -1;         // the Linear node
   GemmOp gemm;
   std::vector<int> chain;  // the elementwise nodes between them, in order
-  std::map<int, EwOp> ops;
+  struct Step {
+    std::string kind;  // AffineStep's: add, sub, rsub, mul, div
+    EwOperand c;       // the other operand
+  };
+  std::vector<Step> steps;            // per chain node
   std::vector<std::string> operands;  // tensors and numbers the chain reads, in order
 };
 
@@ -629,18 +633,15 @@ std::vector<LinearReduce> FormLinearReductions(const Graph& g, const std::vector
       }
       const int idx = g.index.at(cur->name);
       lr.chain.insert(lr.chain.begin(), idx);
-      lr.ops[idx] = ew;
+      lr.steps.insert(lr.steps.begin(), {kind, c});
       reader = idx;
       cur = next;
     }
     if (!ok || lr.linear < 0) continue;
     if (op.geo.R != lr.gemm.N || op.geo.rows != lr.gemm.M) continue;  // over exactly the features
-    for (int idx : lr.chain) {
-      for (const auto& o : lr.ops[idx].operands) {
-        if (o.node.empty() || g.Find(o.node)->shape == g.nodes[idx].shape) continue;
-        if (std::find(lr.operands.begin(), lr.operands.end(), o.node) == lr.operands.end()) {
-          lr.operands.push_back(o.node);
-        }
+    for (const auto& st : lr.steps) {
+      if (!st.c.node.empty() && std::find(lr.operands.begin(), lr.operands.end(), st.c.node) == lr.operands.end()) {
+        lr.operands.push_back(st.c.node);
       }
     }
     out.push_back(std::move(lr));
@@ -662,16 +663,7 @@ std::string EmitLinearReduce(const Graph& g, const LinearReduce& lr, const RedOp
   ln << "    assert list(x.shape) == " << PyShape(gm.in_shape) << ", \"the kernel was generated for the traced shapes\"\n";
   ln << "    s = torch.mv(x.reshape(" << gm.M << ", " << gm.K << "), mod.weight.sum(0))\n";
   if (gm.has_bias) ln << "    s = s + mod.bias.sum()\n";
-  for (int idx : lr.chain) {
-    const EwOp& ew = lr.ops.at(idx);
-    std::string kind;
-    EwOperand c;
-    const Node& n = g.nodes[idx];
-    std::string y;
-    for (const auto& o : ew.operands) {
-      if (!o.node.empty() && g.Find(o.node)->shape == n.shape) y = o.node;
-    }
-    AffineStep(ew, y, &kind, &c);
+  for (const auto& [kind, c] : lr.steps) {
     // the sum over the features of the other operand broadcast to [.., N]
     std::string cv, csum;
     if (c.node.empty()) {

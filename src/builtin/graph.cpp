@@ -31,6 +31,29 @@ void CollectNodeRefs(const json& arg, std::vector<std::string>* out) {
 
 namespace {
 
+// The tensor a node argument names among the nodes lowered so far: true and
+// its shape and dtype, false when it names no tensor.
+bool TensorOf(const json& lowered, const json& arg, std::vector<int64_t>* shape, std::string* dtype) {
+  if (!arg.is_object() || !arg.contains("node")) return false;
+  const std::string name = arg["node"].get<std::string>();
+  for (const auto& m : lowered) {
+    if (m.value("name", "") == name && m.contains("out") && m["out"].value("kind", "") == "tensor") {
+      *shape = m["out"]["shape"].get<std::vector<int64_t>>();
+      *dtype = m["out"].value("dtype", "");
+      return true;
+    }
+  }
+  return false;
+}
+
+// A node name `<base>_<suffix>` not yet taken (recorded in *names).
+std::string FreshName(std::set<std::string>* names, const std::string& base, const std::string& suffix) {
+  std::string n = base + "_" + suffix;
+  while (names->count(n)) n += "_";
+  names->insert(n);
+  return n;
+}
+
 // nn.TripletMarginLoss / F.triplet_margin_loss (p = 2, no swap) on anchor,
 // positive and negative of one shape [..., D]: each distance is
 // sqrt(sum((a - x + eps)^2, dim=-1)) (pairwise_distance), the loss
@@ -83,29 +106,14 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
   std::vector<int64_t> shape;
   std::string dtype;
   for (const auto& a : args) {
-    bool found = false;
-    for (const auto& m : out) {
-      if (m.value("name", "") != a["node"].get<std::string>() || !m.contains("out") ||
-          m["out"].value("kind", "") != "tensor") {
-        continue;
-      }
-      auto sh = m["out"]["shape"].get<std::vector<int64_t>>();
-      if (!shape.empty() && sh != shape) return false;
-      shape = sh;
-      dtype = m["out"].value("dtype", "");
-      found = true;
-    }
-    if (!found) return false;
+    std::vector<int64_t> sh;
+    if (!TensorOf(out, a, &sh, &dtype) || (!shape.empty() && sh != shape)) return false;
+    shape = sh;
   }
   if (shape.empty() || dtype != "torch.float32") return false;
   std::vector<int64_t> rows(shape.begin(), shape.end() - 1);
   const std::string name = jn.value("name", "");
-  auto fresh = [&](const std::string& base) {
-    std::string n = name + "_" + base;
-    while (names->count(n)) n += "_";
-    names->insert(n);
-    return n;
-  };
+  auto fresh = [&](const std::string& suffix) { return FreshName(names, name, suffix); };
   auto T = [&](const std::vector<int64_t>& sh) { return json{{"kind", "tensor"}, {"shape", sh}, {"dtype", dtype}}; };
   auto num = [](double v) {
     char buf[64];
@@ -182,27 +190,13 @@ bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* n
       return false;
     }
   }
-  auto shape_of = [&](const json& a, std::string* dtype) -> std::vector<int64_t> {
-    for (const auto& m : out) {
-      if (m.value("name", "") == a["node"].get<std::string>() && m.contains("out") &&
-          m["out"].value("kind", "") == "tensor") {
-        *dtype = m["out"].value("dtype", "");
-        return m["out"]["shape"].get<std::vector<int64_t>>();
-      }
-    }
-    return {};
-  };
+  std::vector<int64_t> xs, ts;
   std::string xd, td;
-  const std::vector<int64_t> xs = shape_of(args[0], &xd), ts = shape_of(args[1], &td);
+  if (!TensorOf(out, args[0], &xs, &xd) || !TensorOf(out, args[1], &ts, &td)) return false;
   if (xs.size() != 2 || ts.size() != 1 || xs[0] != ts[0] || xd != "torch.float32" || td != "torch.int64") return false;
   const std::vector<int64_t> col = {xs[0], 1};
   const std::string name = jn.value("name", "");
-  auto fresh = [&](const std::string& base) {
-    std::string n = name + "_" + base;
-    while (names->count(n)) n += "_";
-    names->insert(n);
-    return n;
-  };
+  auto fresh = [&](const std::string& suffix) { return FreshName(names, name, suffix); };
   auto T = [](const std::vector<int64_t>& sh, const std::string& dt) {
     return json{{"kind", "tensor"}, {"shape", sh}, {"dtype", dt}};
   };
@@ -274,27 +268,18 @@ json LowerLosses(const json& nodes) {
     }
     // The elementwise loss has its operands' shape (equal shapes only: PyTorch
     // warns when a loss broadcasts).
-    std::vector<std::vector<int64_t>> shapes;
-    for (const auto& a : args) {
-      for (const auto& m : out) {
-        if (m.value("name", "") == a["node"].get<std::string>() && m.contains("out") &&
-            m["out"].value("kind", "") == "tensor") {
-          shapes.push_back(m["out"]["shape"].get<std::vector<int64_t>>());
-        }
-      }
-    }
-    if (shapes.size() != 2 || shapes[0] != shapes[1]) {
+    std::vector<int64_t> sa, sb;
+    std::string da, db;
+    if (!TensorOf(out, args[0], &sa, &da) || !TensorOf(out, args[1], &sb, &db) || sa != sb) {
       out.push_back(jn);
       continue;
     }
     const std::string name = jn.value("name", "");
-    std::string ew = name + "_elementwise";
-    while (names.count(ew)) ew += "_";
-    names.insert(ew);
+    const std::string ew = FreshName(&names, name, "elementwise");
     json e = jn;
     e["name"] = ew;
     e["kwargs"]["reduction"] = {{"repr", "'none'"}};
-    e["out"] = {{"kind", "tensor"}, {"shape", shapes[0]}, {"dtype", o.value("dtype", "")}};
+    e["out"] = {{"kind", "tensor"}, {"shape", sa}, {"dtype", o.value("dtype", "")}};
     json r = {{"name", name},
               {"op", "call_function"},
               {"target", reduction == "'mean'" ? "mean" : "sum"},
