@@ -304,7 +304,10 @@ def why_not(summary, tree):
             err = err[len("builtin: "):]
         st = o.get("status", "?")
         if any(n.get("outcome", {}).get("correct") for n in nodes):
-            parts.append("correct candidates, but none passed the final re-timing")
+            fails = (summary or {}).get("retime_failures") or []
+            parts.append("correct candidates, but none passed the final re-timing" + (
+                " (" + "; ".join("node %s: %s" % (f.get("node"), first_line(f.get("reason", "")))
+                                 for f in fails if isinstance(f, dict)) + ")" if fails else ""))
         elif st == "no_candidate":
             parts.append(err or "no candidate")
         else:

@@ -52,6 +52,7 @@ nlohmann::json TaskResult::ToJson() const {
     j["device"] = best.device;
     j["best_verdict"] = best.ToJson();
   }
+  if (!retime_failures.empty()) j["retime_failures"] = retime_failures;
   return j;
 }
 
@@ -70,6 +71,7 @@ bool TaskResult::FromStored(const nlohmann::json& j, TaskResult* out) {
     r.judge_reused = j.value("judge_reused", 0);
     r.wall_s = j.value("wall_s", 0.0);
     r.first_correct = j.value("first_correct", false);
+    if (j.contains("retime_failures") && j["retime_failures"].is_array()) r.retime_failures = j["retime_failures"];
     if (r.best_node >= 0) {
       if (!j.contains("best_verdict")) return false;
       r.best = Verdict::FromJson(j["best_verdict"]);
@@ -273,7 +275,18 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
     req.options = jopts_;
     req.options.use_cache = false;
     EvalResult r = judge_->Evaluate(req);
-    if (!r.status.ok() || !r.verdict.correct) continue;
+    // A timeout or a judge error can come from load (the re-timing runs while
+    // other tasks hold the device): once more before the candidate is dropped.
+    auto load_dependent = [](const EvalResult& e) {
+      return !e.status.ok() || e.verdict.status == kStatusTimeout;
+    };
+    if (load_dependent(r)) r = judge_->Evaluate(req);
+    if (!r.status.ok() || !r.verdict.correct) {
+      std::string why = r.status.ok() ? VerdictLine(OutcomeOf(r.verdict)) : "judge: " + r.status.message();
+      result->retime_failures.push_back({{"node", id}, {"reason", FirstLine(why, 300)}});
+      if (progress_) progress_(task_.name, "re-timing node " + std::to_string(id) + " failed: " + FirstLine(why, 200));
+      continue;
+    }
     double ms = r.verdict.runtime_ms.value_or(0.0);
     if (result->best_node < 0 || (ms > 0 && ms < best_ms)) {
       result->best_node = id;

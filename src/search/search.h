@@ -38,6 +38,9 @@ struct TaskResult {
   int llm_calls = 0, llm_replayed = 0, judged = 0, judge_reused = 0;
   bool first_correct = false;  // the first proposal was correct (pass@1)
   double wall_s = 0;
+  // Candidates of the final re-timing that did not come back correct, each
+  // {"node": id, "reason": one line}; a timeout or a judge error is retried once.
+  nlohmann::json retime_failures = nlohmann::json::array();
   nlohmann::json ToJson() const;
   // The result a finished task stored (ToJson): false when j is not one, or
   // the task did not finish (stopped, or a summary without its verdict).

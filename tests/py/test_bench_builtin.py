@@ -376,3 +376,12 @@ def test_main_report_only(bb, tmp_path, capsys):
     assert rows[0]["bytes"] == 2 * 8 * 16 * 2 + 5 * 8 and rows[0]["bw_fraction"] is None
     agg = json.loads((out / "bench_builtin_summary.json").read_text())
     assert agg["aggregates"]["level1_memory_bound"]["correct"] == 1
+
+
+def test_why_not_names_the_re_timing_failures(bb):
+    tree = {"nodes": [{"id": 0, "kind": "root"},
+                      {"id": 1, "kind": "large", "reward": 0.5, "outcome": {"correct": True, "status": "ok"}}]}
+    summary = {"status": "none", "retime_failures": [{"node": 1, "reason": "mismatch: output 0 differs\nmore"}]}
+    why = bb.why_not(summary, tree)
+    assert "none passed the final re-timing (node 1: mismatch: output 0 differs)" in why
+    assert bb.why_not({"status": "none"}, tree).endswith("none passed the final re-timing")

@@ -10,6 +10,8 @@
 //   # fake: judge_error            the judge itself fails (no verdict)
 //   # fake: speedup=2.5            correct, 2.5x vs eager (eager baseline 1 ms)
 //   # fake: retime_speedup=1.2     the speedup measured by the final re-timing
+//   # fake: retime_mismatch        the final re-timing finds a mismatch
+//   # fake: retime_timeout=N       the first N final re-timings of it time out
 // No marker: correct, 1.0x.
 #pragma once
 
@@ -76,6 +78,12 @@ inline EvalResult FakeVerdict(const std::string& source, bool retime) {
   if (std::string x = MarkerValue(source, "speedup"); !x.empty()) s = std::atof(x.c_str());
   if (retime) {
     if (std::string x = MarkerValue(source, "retime_speedup"); !x.empty()) s = std::atof(x.c_str());
+    if (HasMarker(source, "retime_mismatch")) {
+      v.status = "mismatch";
+      v.correct = false;
+      v.error = "output 0: 12 of 4096 elements differ on fresh inputs";
+      return r;
+    }
   }
   v.status = "ok";
   v.correct = true;
@@ -103,6 +111,18 @@ class FakeJudge : public Judge {
         return p.get_future();
       }
       (retime ? retimed_ : judged_).push_back(req.candidate_source);
+    }
+    if (retime) {
+      std::string n = MarkerValue(req.candidate_source, "retime_timeout");
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!n.empty() && ++retime_timeouts_[req.candidate_source] <= std::atoi(n.c_str())) {
+        EvalResult r;
+        r.verdict.device = "FakeGPU";
+        r.verdict.status = "timeout";
+        r.verdict.error = "run timed out after 60 s";
+        p.set_value(r);
+        return p.get_future();
+      }
     }
     p.set_value(FakeVerdict(req.candidate_source, retime));
     return p.get_future();
@@ -140,6 +160,7 @@ class FakeJudge : public Judge {
  private:
   mutable std::mutex mu_;
   std::vector<std::string> judged_, retimed_;
+  std::map<std::string, int> retime_timeouts_;
   int fail_from_ = -1;
 };
 

@@ -141,6 +141,46 @@ TEST_F(SearchTest, TheFinalReTimingDecidesTheWinner) {
   EXPECT_TRUE(Has(*BestPy(), "# kernel steady"));
 }
 
+TEST_F(SearchTest, ACandidateThatFailsTheReTimingIsDroppedWithItsReason) {
+  // k1 passed during the search but not on the final re-timing's fresh inputs.
+  const std::string k1 = Kernel("flaky", "# fake: speedup=3.0\n# fake: retime_mismatch");
+  const std::string k2 = Kernel("steady", "# fake: speedup=2.0");
+  FakeProposer p;
+  p.script = {Source(k1), Source(k2)};
+  Ran r = RunSearch(&p, Config("bon", 2));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.result.best_node, NodeWithSource(r.tree, k2));
+  ASSERT_EQ(r.result.retime_failures.size(), 1u);
+  EXPECT_EQ(r.result.retime_failures[0]["node"].get<int>(), NodeWithSource(r.tree, k1));
+  EXPECT_TRUE(Has(r.result.retime_failures[0]["reason"].get<std::string>(), "mismatch: output 0"));
+  EXPECT_TRUE(Has(r.progress.back(), "re-timing node " + std::to_string(NodeWithSource(r.tree, k1)) + " failed: mismatch"))
+      << r.progress.back();
+  // The reasons are part of the stored result.
+  TaskResult back;
+  ASSERT_TRUE(TaskResult::FromStored(r.result.ToJson(), &back));
+  EXPECT_EQ(back.retime_failures, r.result.retime_failures);
+}
+
+TEST_F(SearchTest, AReTimingThatTimesOutOnceIsRetried) {
+  const std::string k1 = Kernel("slow-once", "# fake: speedup=3.0\n# fake: retime_timeout=1");
+  FakeProposer p;
+  p.script = {Source(k1)};
+  Ran r = RunSearch(&p, Config("bon", 1));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(judge_.retime_calls(), 2);
+  EXPECT_EQ(r.result.status, "found");
+  EXPECT_TRUE(r.result.retime_failures.empty());
+  // Twice in a row: dropped, with the reason.
+  const std::string k2 = Kernel("slow", "# fake: speedup=3.0\n# fake: retime_timeout=2");
+  FakeProposer p2;
+  p2.script = {Source(k2)};
+  Ran r2 = RunSearch(&p2, Config("bon", 1));
+  ASSERT_TRUE(r2.status.ok()) << r2.status.message();
+  EXPECT_EQ(r2.result.status, "none");
+  ASSERT_EQ(r2.result.retime_failures.size(), 1u);
+  EXPECT_TRUE(Has(r2.result.retime_failures[0]["reason"].get<std::string>(), "timeout: run timed out"));
+}
+
 TEST_F(SearchTest, RetimeTopLimitsTheShortlist) {
   FakeProposer p;
   for (int i = 0; i < 5; ++i) p.script.push_back(Source(Kernel("k" + std::to_string(i), "# fake: speedup=" + std::to_string(1 + i))));
