@@ -113,6 +113,14 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
     *out = x + " * " + a[1];
   } else if (f == "mse_loss") {
     *out = "(" + x + " - " + a[1] + ") * (" + x + " - " + a[1] + ")";
+  } else if (f == "kl_div") {
+    // PyTorch's pointwise terms: xlogy(t, t) - t * x, or exp(t) * (t - x) with log_target
+    const std::string x0 = "(" + x + ")", t = "(" + a[1] + ")";
+    if (op.variant == "log_target") {
+      *out = "tl.exp(" + t + ") * (" + t + " - " + x0 + ")";
+    } else {
+      *out = "tl.where(" + t + " == 0.0, 0.0, " + t + " * tl.log(" + t + ")) - " + t + " * " + x0;
+    }
   } else if (f == "l1_loss") {
     *out = "tl.abs(" + x + " - " + a[1] + ")";
   } else if (f == "smooth_l1_loss" || f == "huber_loss") {

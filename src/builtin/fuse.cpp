@@ -150,12 +150,13 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
   if ((fn == "min" || fn == "max") && n.args.size() == 2 && n.kwargs.empty() && n.args[1].contains("node")) {
     fn = fn == "min" ? "minimum" : "maximum";
   }
-  static const std::set<std::string> kLosses = {"smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss"};
+  static const std::set<std::string> kLosses = {"smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss", "kl_div"};
   if (kLosses.count(fn)) {
     // A pointwise loss without reduction (reduced ones are lowered to this
     // plus a mean or sum, src/builtin/graph.cpp), on operands of its shape.
     if (n.op != "call_function" || n.callable != "torch.nn.functional." + fn) return false;
-    if (!OnlyKwargs(n, {"size_average", "reduce", "reduction", "beta", "delta", "weight"}) || n.args.size() != 2) {
+    if (!OnlyKwargs(n, {"size_average", "reduce", "reduction", "beta", "delta", "weight", "log_target"}) ||
+        n.args.size() != 2) {
       return false;
     }
     for (const char* k : {"size_average", "reduce", "weight"}) {
@@ -166,6 +167,11 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || !Operand(g, n.Arg(1, "target"), n.shape, &b)) return false;
     if (a.node.empty() || b.node.empty() || g.Find(a.node)->shape != n.shape || g.Find(b.node)->shape != n.shape) {
       return false;
+    }
+    if (n.kwargs.contains("log_target")) {
+      const std::string lt = n.kwargs["log_target"].value("repr", "");
+      if (fn != "kl_div" || (lt != "True" && lt != "False")) return false;
+      if (lt == "True") op.variant = "log_target";
     }
     if (fn == "smooth_l1_loss" || fn == "huber_loss") {
       const char* k = fn == "smooth_l1_loss" ? "beta" : "delta";

@@ -236,13 +236,15 @@ bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* n
 }
 
 // A pointwise loss with reduction 'mean' or 'sum' (F.smooth_l1_loss,
-// F.huber_loss, F.mse_loss, F.l1_loss) becomes the same loss with reduction
-// 'none' (an elementwise operator) followed by torch.mean / torch.sum over
-// everything: the same value, and two operators the compiler generates. The
-// loss node keeps its name, so its readers are unchanged.
+// F.huber_loss, F.mse_loss, F.l1_loss, F.kl_div; kl_div also 'batchmean')
+// becomes the same loss with reduction 'none' (an elementwise operator)
+// followed by torch.mean / torch.sum over everything (for 'batchmean', a sum
+// divided by the batch size): the same value, and operators the compiler
+// generates. The loss node keeps its name, so its readers are unchanged.
 json LowerLosses(const json& nodes) {
   static const std::set<std::string> kLosses = {"torch.nn.functional.smooth_l1_loss", "torch.nn.functional.huber_loss",
-                                                "torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss"};
+                                                "torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss",
+                                                "torch.nn.functional.kl_div"};
   json out = json::array();
   std::set<std::string> names;
   for (const auto& jn : nodes) names.insert(jn.value("name", ""));
@@ -261,7 +263,9 @@ json LowerLosses(const json& nodes) {
     bool legacy = false;  // size_average / reduce (the old spelling of reduction) or a weight set
     for (const char* k : {"size_average", "reduce", "weight"}) legacy = legacy || (kw.contains(k) && kw[k].value("repr", "") != "None");
     if (jn.value("op", "") != "call_function" || !kLosses.count(callable) || args.size() != 2 || legacy ||
-        (reduction != "'mean'" && reduction != "'sum'") || o.value("kind", "") != "tensor" ||
+        (reduction != "'mean'" && reduction != "'sum'" &&
+         !(reduction == "'batchmean'" && callable == "torch.nn.functional.kl_div")) ||
+        o.value("kind", "") != "tensor" ||
         !o.contains("shape") || !o["shape"].empty() || !args[0].contains("node") || !args[1].contains("node")) {
       out.push_back(jn);
       continue;
@@ -270,7 +274,8 @@ json LowerLosses(const json& nodes) {
     // warns when a loss broadcasts).
     std::vector<int64_t> sa, sb;
     std::string da, db;
-    if (!TensorOf(out, args[0], &sa, &da) || !TensorOf(out, args[1], &sb, &db) || sa != sb) {
+    if (!TensorOf(out, args[0], &sa, &da) || !TensorOf(out, args[1], &sb, &db) || sa != sb ||
+        (reduction == "'batchmean'" && sa.empty())) {
       out.push_back(jn);
       continue;
     }
@@ -280,7 +285,10 @@ json LowerLosses(const json& nodes) {
     e["name"] = ew;
     e["kwargs"]["reduction"] = {{"repr", "'none'"}};
     e["out"] = {{"kind", "tensor"}, {"shape", sa}, {"dtype", o.value("dtype", "")}};
-    json r = {{"name", name},
+    // kl_div's 'batchmean': the sum over everything divided by the batch size
+    const bool batchmean = reduction == "'batchmean'";
+    const std::string total = batchmean ? FreshName(&names, name, "total") : name;
+    json r = {{"name", total},
               {"op", "call_function"},
               {"target", reduction == "'mean'" ? "mean" : "sum"},
               {"callable", reduction == "'mean'" ? "torch.mean" : "torch.sum"},
@@ -289,6 +297,16 @@ json LowerLosses(const json& nodes) {
               {"out", o}};
     out.push_back(e);
     out.push_back(r);
+    if (batchmean) {
+      const int64_t b = sa[0];
+      out.push_back({{"name", name},
+                     {"op", "call_function"},
+                     {"target", "truediv"},
+                     {"callable", "operator.truediv"},
+                     {"args", json::array({json{{"node", total}}, json{{"repr", std::to_string(b)}, {"value", b}}})},
+                     {"kwargs", json::object()},
+                     {"out", o}});
+    }
   }
   return out;
 }

@@ -225,6 +225,23 @@ TEST_F(BuiltinJudge, CrossEntropyIsLowered) {
   EXPECT_EQ(lse, 2);
   AllPlansPass("tests/corpus/builtin/cross_entropy.py", 1);
 }
+TEST_F(BuiltinJudge, KlDivIsLoweredToItsPointwiseTerms) {
+  TaskRef t = Task("tests/corpus/builtin/kl_div.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int sums = 0, means = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) {
+    sums += op.kind == "sum";
+    means += op.kind == "mean";
+  }
+  EXPECT_EQ(sums, 2);  // batchmean and sum
+  EXPECT_EQ(means, 1);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find(".kl_div("), std::string::npos) << "no PyTorch kl_div left\n" << src;
+  AllPlansPass("tests/corpus/builtin/kl_div.py", 1);
+}
 TEST_F(BuiltinJudge, MatmulsPass) {
   TaskRef t = Task("tests/corpus/builtin/matmuls.py");
   Graph g;
