@@ -131,6 +131,11 @@ std::string OffExpr(const Geometry& g) {
 
 bool RContiguous(const Geometry& g) { return (g.IN == 1 && g.S3 == 1) || g.IN >= 64; }
 
+// A reduction over a middle block of dimensions (sum over dim 1 of [B, D1,
+// D2]): consecutive rows are consecutive addresses (within one of the
+// rows / RD outer blocks), and r steps over whole rows.
+bool RowsContiguous(const Geometry& g) { return g.IN == 1 && g.S2 == 1 && g.RD > 1 && g.S3 == g.RD; }
+
 }  // namespace
 
 std::string PyFloat(double v) {
@@ -449,6 +454,12 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   const Geometry& g = op.geo;
   const bool rc = RContiguous(g);
   const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ? 2048 : 4096;
+  if (RowsContiguous(g)) {
+    // rows side by side in memory, r strided: wide tiles along the rows, so
+    // a warp reads consecutive addresses
+    if (s.block_r <= 0) s.block_r = static_cast<int>(std::min<int64_t>(Pow2Ceil(g.R), 16));
+    if (s.block_m <= 0) s.block_m = static_cast<int>(std::min<int64_t>(Pow2Ceil(g.RD), 256));
+  }
   if (s.block_r <= 0) s.block_r = static_cast<int>(rc ? std::min(Pow2Ceil(g.R), cap) : std::min<int64_t>(Pow2Ceil(g.R), 32));
   if (s.block_m <= 0) {
     int64_t m = rc ? std::max<int64_t>(1, 4096 / s.block_r) : 64;
@@ -533,10 +544,31 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
   kv["LOADV"] = load(neutral_other, false);
   kv["LOADV0"] = load("0.0", true);
   std::ostringstream o;
-  const std::string head = R"(@triton.jit
+  // Rows that are consecutive addresses within outer blocks of RD (and more
+  // than one block): each program takes BLOCK_M rows of one block, so the
+  // address is affine in the lane (Triton then reads along the rows) and no
+  // lane strays into the next block.
+  const bool blocked = RowsContiguous(g) && g.RD < g.rows && op.kind != "maxpool" && op.kind != "avgpool";
+  kv["GRID0"] = blocked ? I(CeilDiv(g.rows, g.RD) * CeilDiv(g.RD, s.block_m)) : "triton.cdiv(" + I(g.rows) + ", " + I(s.block_m) + ")";
+  kv["RD"] = I(g.RD);
+  kv["NB"] = I(CeilDiv(g.RD, s.block_m));
+  kv["S1"] = I(g.S1);
+  const std::string head = blocked ? R"(@triton.jit
+def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}: blocks of {RD} consecutive rows
+    ob = (tl.program_id(0) // {NB}){CAST}
+    i = (tl.program_id(0) % {NB}) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = ob * {RD} + i
+    rvalid = i < {RD}
+    row2 = rows[:, None]
+    rmask = rvalid[:, None]
+    base = ob * {S1} + i[:, None]
+)"
+                                   : R"(@triton.jit
 def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)){CAST}
+    rvalid = rows < {ROWS}
     row2 = rows[:, None]
     rmask = row2 < {ROWS}
     base = {BASE}
@@ -561,11 +593,11 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
         m = rmask & (r < {R})
 {LOADV}        acc = {COMBINE}
     res = {REDUCE}(acc, axis=1){POST}
-    tl.store(out + tl.program_id(1) * {ROWS} + rows, res, mask=rows < {ROWS})
+    tl.store(out + tl.program_id(1) * {ROWS} + rows, res, mask=rvalid)
 
 
 {LAUNCH_HEAD}    part = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})]({XARGS}, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    _ax_red{K}_kernel[({GRID0}, {SPLIT})]({XARGS}, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return ({MERGE}).reshape({OUT_SHAPE})
 
 
@@ -591,11 +623,11 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     first_top = tl.min(tl.where((best == top[:, None]) & (bidx < {R}), bidx, {R}), axis=1)
     first_nan = tl.min(tl.where(nan & (bidx < {R}), bidx, {R}), axis=1)
     res = tl.where(first_nan < {R}, first_nan, first_top)
-    tl.store(out + rows, res, mask=rows < {ROWS})
+    tl.store(out + rows, res, mask=rvalid)
 
 
 {LAUNCH_HEAD}    out = torch.empty(({ROWS},), device={DEV}, dtype=torch.int64)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out.reshape({OUT_SHAPE})
 
 
@@ -614,11 +646,11 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
 )";
     if (op.kind == "logsumexp") {
-      body += R"(    tl.store(out + rows, mx + tl.log(tot), mask=rows < {ROWS})
+      body += R"(    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)
 
 
 {LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out
 
 
@@ -634,7 +666,7 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 
 
 {LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}),)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out
 
 
@@ -743,7 +775,7 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 {LOADN}        d = tl.where(m, v - k0, 0.0)
         a1 += d
         a2 += d * d
-    rm = rows < {ROWS}
+    rm = rvalid
     tl.store(p1 + tl.program_id(1) * {ROWS} + rows, tl.sum(a1, axis=1), mask=rm)
     tl.store(p2 + tl.program_id(1) * {ROWS} + rows, tl.sum(a2, axis=1), mask=rm)
     if tl.program_id(1) == 0:
@@ -765,7 +797,7 @@ def _ax_red{K}_stats({XARGS}, mod):
 {NORM_HEAD}    p1 = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
     p2 = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
     shift = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[(triton.cdiv({ROWS}, {BM}), {SPLIT})]({XARGS}, p1, p2, shift, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    _ax_red{K}_kernel[({GRID0}, {SPLIT})]({XARGS}, p1, p2, shift, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     md = p1.sum(0) / {R}.0
     var = torch.clamp_min(p2.sum(0) / {R}.0 - md * md, 0.0)
     mean = shift + md

@@ -242,6 +242,17 @@ TEST_F(BuiltinJudge, KlDivIsLoweredToItsPointwiseTerms) {
   EXPECT_EQ(forward.find(".kl_div("), std::string::npos) << "no PyTorch kl_div left\n" << src;
   AllPlansPass("tests/corpus/builtin/kl_div.py", 1);
 }
+TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
+  TaskRef t = Task("tests/corpus/builtin/middle_reductions.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  // each reduction over dim 1 takes rows of one [*, 300] block per program
+  EXPECT_NE(src.find("blocks of 300 consecutive rows"), std::string::npos) << src;
+  EXPECT_NE(src.find("ob = (tl.program_id(0) // 2)"), std::string::npos) << "two programs per block\n" << src;
+  AllPlansPass("tests/corpus/builtin/middle_reductions.py", 1);
+}
 TEST_F(BuiltinJudge, MatmulsPass) {
   TaskRef t = Task("tests/corpus/builtin/matmuls.py");
   Graph g;
