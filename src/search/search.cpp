@@ -275,10 +275,11 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
     req.options = jopts_;
     req.options.use_cache = false;
     EvalResult r = judge_->Evaluate(req);
-    // A timeout or a judge error can come from load (the re-timing runs while
-    // other tasks hold the device): once more before the candidate is dropped.
+    // A timeout, a judge error or a failure of the trusted reference can come
+    // from load (the re-timing runs while other tasks hold the device and the
+    // host's memory): once more before the candidate is dropped.
     auto load_dependent = [](const EvalResult& e) {
-      return !e.status.ok() || e.verdict.status == kStatusTimeout;
+      return !e.status.ok() || e.verdict.status == kStatusTimeout || e.verdict.HasFlag("reference_failed");
     };
     if (load_dependent(r)) r = judge_->Evaluate(req);
     if (!r.status.ok() || !r.verdict.correct) {

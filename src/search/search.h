@@ -39,7 +39,8 @@ struct TaskResult {
   bool first_correct = false;  // the first proposal was correct (pass@1)
   double wall_s = 0;
   // Candidates of the final re-timing that did not come back correct, each
-  // {"node": id, "reason": one line}; a timeout or a judge error is retried once.
+  // {"node": id, "reason": one line}; a timeout, a judge error or a failure
+  // of the trusted reference is retried once.
   nlohmann::json retime_failures = nlohmann::json::array();
   nlohmann::json ToJson() const;
   // The result a finished task stored (ToJson): false when j is not one, or

@@ -12,6 +12,7 @@
 //   # fake: retime_speedup=1.2     the speedup measured by the final re-timing
 //   # fake: retime_mismatch        the final re-timing finds a mismatch
 //   # fake: retime_timeout=N       the first N final re-timings of it time out
+//   # fake: retime_refkill=N       the first N final re-timings lose the reference worker
 // No marker: correct, 1.0x.
 #pragma once
 
@@ -114,12 +115,20 @@ class FakeJudge : public Judge {
     }
     if (retime) {
       std::string n = MarkerValue(req.candidate_source, "retime_timeout");
+      std::string k = MarkerValue(req.candidate_source, "retime_refkill");
       std::lock_guard<std::mutex> lock(mu_);
-      if (!n.empty() && ++retime_timeouts_[req.candidate_source] <= std::atoi(n.c_str())) {
+      if ((!n.empty() || !k.empty()) &&
+          ++retime_timeouts_[req.candidate_source] <= std::atoi((n.empty() ? k : n).c_str())) {
         EvalResult r;
         r.verdict.device = "FakeGPU";
-        r.verdict.status = "timeout";
-        r.verdict.error = "run timed out after 60 s";
+        if (!n.empty()) {
+          r.verdict.status = "timeout";
+          r.verdict.error = "run timed out after 60 s";
+        } else {
+          r.verdict.status = "runtime_error";
+          r.verdict.AddFlag("reference_failed");
+          r.verdict.error = "the reference failed while comparing: killed by signal 9 (Killed)";
+        }
         p.set_value(r);
         return p.get_future();
       }

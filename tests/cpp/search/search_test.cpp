@@ -179,6 +179,14 @@ TEST_F(SearchTest, AReTimingThatTimesOutOnceIsRetried) {
   EXPECT_EQ(r2.result.status, "none");
   ASSERT_EQ(r2.result.retime_failures.size(), 1u);
   EXPECT_TRUE(Has(r2.result.retime_failures[0]["reason"].get<std::string>(), "timeout: run timed out"));
+  // The trusted reference dying is not the candidate's doing either.
+  const std::string k3 = Kernel("refkill-once", "# fake: speedup=3.0\n# fake: retime_refkill=1");
+  FakeProposer p3;
+  p3.script = {Source(k3)};
+  Ran r3 = RunSearch(&p3, Config("bon", 1));
+  ASSERT_TRUE(r3.status.ok()) << r3.status.message();
+  EXPECT_EQ(r3.result.status, "found");
+  EXPECT_TRUE(r3.result.retime_failures.empty());
 }
 
 TEST_F(SearchTest, RetimeTopLimitsTheShortlist) {
