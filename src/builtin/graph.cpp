@@ -235,13 +235,75 @@ bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* n
   return true;
 }
 
+// Adaptive average pooling to size 1 (nn.AdaptiveAvgPool{1,2,3}d or
+// F.adaptive_avg_pool{1,2,3}d with output size 1 in every pooled dimension) is
+// the mean over the last d dimensions, kept as size 1: rewritten into
+// torch.mean(x, dim=(-d, ..., -1), keepdim=True), which the compiler generates
+// (with the elementwise work before it as its prologue). The node keeps its name.
+bool LowerGlobalAvgPool(const json& jn, const json& out, json* lowered) {
+  const std::string op = jn.value("op", "");
+  const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
+  const json mod = jn.contains("module") && jn["module"].is_object() ? jn["module"] : json::object();
+  const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
+  const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();
+  int d = 0;
+  json size;  // the output size: an int, or a list of ints (module attrs / tuple or list args)
+  for (int k = 1; k <= 3; ++k) {
+    const std::string sfx = std::to_string(k) + "d";
+    if (op == "call_module" && mod.value("class", "") == "AdaptiveAvgPool" + sfx && args.size() == 1 && kw.empty()) {
+      d = k;
+      const json at = mod.contains("attrs") ? mod["attrs"] : json::object();
+      if (at.contains("output_size")) size = at["output_size"];
+    } else if (op == "call_function" && (callable == "torch.nn.functional.adaptive_avg_pool" + sfx ||
+                                         callable == "torch.adaptive_avg_pool" + sfx)) {  // 1d is torch's own
+      d = k;
+      const json* a = args.size() == 2 && kw.empty() ? &args[1]
+                      : args.size() == 1 && kw.size() == 1 && kw.contains("output_size") ? &kw["output_size"]
+                                                                                      : nullptr;
+      if (!a || !a->is_object()) return false;
+      if (a->contains("value")) {
+        size = (*a)["value"];
+      } else if (a->contains("tuple") || a->contains("list")) {
+        size = json::array();
+        for (const auto& x : a->contains("tuple") ? (*a)["tuple"] : (*a)["list"]) {
+          if (!x.is_object() || !x.contains("value")) return false;
+          size.push_back(x["value"]);
+        }
+      }
+    }
+  }
+  if (d == 0 || args.empty() || !args[0].is_object() || !args[0].contains("node")) return false;
+  auto one = [](const json& v) { return v.is_number_integer() && v.get<int64_t>() == 1; };
+  bool ones = one(size);
+  if (size.is_array()) {
+    ones = size.size() == static_cast<size_t>(d);
+    for (const auto& v : size) ones = ones && one(v);
+  }
+  const json& o = jn.contains("out") ? jn["out"] : json::object();
+  std::vector<int64_t> xs;
+  std::string dt;
+  if (!ones || !TensorOf(out, args[0], &xs, &dt) || dt != "torch.float32" || o.value("kind", "") != "tensor") return false;
+  if (xs.size() != static_cast<size_t>(d) + 1 && xs.size() != static_cast<size_t>(d) + 2) return false;
+  json dims = json::array();
+  for (int k = d; k >= 1; --k) dims.push_back({{"repr", std::to_string(-k)}, {"value", -k}});
+  lowered->push_back({{"name", jn.value("name", "")},
+                      {"op", "call_function"},
+                      {"target", "mean"},
+                      {"callable", "torch.mean"},
+                      {"args", json::array({args[0]})},
+                      {"kwargs", {{"dim", {{"tuple", dims}}}, {"keepdim", {{"repr", "True"}, {"value", true}}}}},
+                      {"out", o}});
+  return true;
+}
+
 // A pointwise loss with reduction 'mean' or 'sum' (F.smooth_l1_loss,
 // F.huber_loss, F.mse_loss, F.l1_loss, F.kl_div; kl_div also 'batchmean')
 // becomes the same loss with reduction 'none' (an elementwise operator)
 // followed by torch.mean / torch.sum over everything (for 'batchmean', a sum
 // divided by the batch size): the same value, and operators the compiler
 // generates. The loss node keeps its name, so its readers are unchanged.
-json LowerLosses(const json& nodes) {
+// LowerAtLoad applies every rewrite of this file, node by node, in order.
+json LowerAtLoad(const json& nodes) {
   static const std::set<std::string> kLosses = {"torch.nn.functional.smooth_l1_loss", "torch.nn.functional.huber_loss",
                                                 "torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss",
                                                 "torch.nn.functional.kl_div"};
@@ -250,7 +312,8 @@ json LowerLosses(const json& nodes) {
   for (const auto& jn : nodes) names.insert(jn.value("name", ""));
   for (const auto& jn : nodes) {
     json tri = json::array();
-    if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &names, &tri)) {
+    if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &names, &tri) ||
+        LowerGlobalAvgPool(jn, out, &tri)) {
       for (auto& t : tri) out.push_back(std::move(t));
       continue;
     }
@@ -320,7 +383,7 @@ Status ParseGraph(const json& j, Graph* out) {
   }
   g.training = j.value("training", true);
   try {
-    for (const auto& jn : LowerLosses(j["nodes"])) {
+    for (const auto& jn : LowerAtLoad(j["nodes"])) {
       Node n;
       n.name = jn.at("name").get<std::string>();
       n.op = jn.at("op").get<std::string>();

@@ -253,6 +253,22 @@ TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
   EXPECT_NE(src.find("ob = (tl.program_id(0) // 2)"), std::string::npos) << "two programs per block\n" << src;
   AllPlansPass("tests/corpus/builtin/middle_reductions.py", 1);
 }
+TEST_F(BuiltinJudge, GlobalAveragePoolingIsAMean) {
+  TaskRef t = Task("tests/corpus/builtin/global_avg_pool.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int means = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) means += op.kind == "mean";
+  EXPECT_EQ(means, 4);  // the four pools to size 1
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("self.pool2("), std::string::npos) << src;
+  EXPECT_EQ(forward.find("adaptive_avg_pool1d("), std::string::npos) << src;
+  EXPECT_NE(forward.find("self.keep("), std::string::npos) << "(2, 2) is not a mean\n" << src;
+  EXPECT_NE(forward.find("self.tall("), std::string::npos) << "(None, 1) is not a mean\n" << src;
+  AllPlansPass("tests/corpus/builtin/global_avg_pool.py", 1);
+}
 TEST_F(BuiltinJudge, MatmulsPass) {
   TaskRef t = Task("tests/corpus/builtin/matmuls.py");
   Graph g;
