@@ -454,6 +454,11 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   const Geometry& g = op.geo;
   const bool rc = RContiguous(g);
   const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ? 2048 : 4096;
+  if (op.kind == "norm" && s.block_r <= 0 && Pow2Ceil(g.R) <= 4096) {
+    // the whole row in one block: statistics and apply in one kernel, one read
+    s.block_r = static_cast<int>(Pow2Ceil(g.R));
+    if (s.block_m <= 0) s.block_m = static_cast<int>(std::min({std::max<int64_t>(1, 4096 / s.block_r), Pow2Ceil(g.rows), int64_t{64}}));
+  }
   if (RowsContiguous(g)) {
     // rows side by side in memory, r strided: wide tiles along the rows, so
     // a warp reads consecutive addresses
@@ -802,21 +807,63 @@ def _ax_red{K}_stats({XARGS}, mod):
     var = torch.clamp_min(p2.sum(0) / {R}.0 - md * md, 0.0)
     mean = shift + md
 )", kv);
-    if (op.running_stats) {
-      o << Fill(R"(    if mod.training and mod.track_running_stats:
+    const std::string running = op.running_stats ? Fill(R"(    if mod.training and mod.track_running_stats:
         with torch.no_grad():
             mod.num_batches_tracked.add_(1)
             f = (1.0 / float(mod.num_batches_tracked)) if mod.momentum is None else mod.momentum
             mod.running_mean.mul_(1.0 - f).add_(mean, alpha=f)
             mod.running_var.mul_(1.0 - f).add_(var, alpha=f * {R} / max({R} - 1, 1))
-)", kv);
-    }
+)", kv) : "";
+    o << running;
     o << Fill(R"(    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
     b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
     return {XRET}, mean, var, w, b, getattr(mod, "bias", None) is not None
 
 
+)", kv);
+    if (s.split == 1 && s.block_r >= g.R) {
+      // One pass: the row stays in registers between its statistics (exact
+      // two-pass variance over the registers) and its apply.
+      std::string ch = "(addr // " + I(op.ch_div) + ") % " + I(op.ch_mod);
+      if (op.ch_div == 1) ch = "addr % " + I(op.ch_mod);
+      std::string aff;
+      if (op.affine) {
+        aff = "    c = " + ch + "\n    y = y * tl.load(w + c, mask=m, other=0.0)\n"
+              "    if HAS_B:\n        y = y + tl.load(b + c, mask=m, other=0.0)\n";
+      }
+      kv["AFF"] = aff;
+      kv["LOAD1"] = Dedent4(load("0.0", true));
+      kv["EPS"] = PyFloat(op.eps);
+      kv["RUNNING"] = running;
+      kv["PARAMS"] = xparams + ", out, mean_out, var_out, w, b, HAS_B: tl.constexpr, ";
+      std::string head1 = head;
+      head1.replace(head1.find("_kernel("), 8, "_kernel_one(");
+      o << Fill(head1 + R"(    r = tl.arange(0, BLOCK_R)[None, :]{CAST}
+    m = rmask & (r < {R})
+    addr = base + {OFF}
+{LOAD1}    v = tl.where(m, v, 0.0)
+    mu = tl.sum(v, axis=1) / {R}.0
+    d = tl.where(m, v - mu[:, None], 0.0)
+    va = tl.sum(d * d, axis=1) / {R}.0
+    y = d / tl.sqrt(va[:, None] + {EPS})
+{AFF}    tl.store(out + addr, y, mask=m)
+    tl.store(mean_out + rows, mu, mask=rvalid)
+    tl.store(var_out + rows, va, mask=rvalid)
+
+
 def _ax_red{K}({XARGS}, mod):
+{NORM_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    mean = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    var = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
+    b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
+    _ax_red{K}_kernel_one[({GRID0},)]({XARGS}, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+{RUNNING}    return out
+
+
+)", kv);
+    } else {
+      o << Fill(R"(def _ax_red{K}({XARGS}, mod):
     {XLHS}, mean, var, w, b, has_b = _ax_red{K}_stats({XARGS}, mod)
     out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
     _ax_red{K}_apply[(triton.cdiv({NUMEL}, {AB}),)]({XARGS}, out, mean, var, w, b, HAS_B=has_b, BLOCK={AB}, num_warps=4)
@@ -824,6 +871,7 @@ def _ax_red{K}({XARGS}, mod):
 
 
 )", kv);
+    }
   } else {
     return Status::Error("no template for reduction " + op.kind);
   }

@@ -284,6 +284,73 @@ TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/buil
 TEST_F(BuiltinJudge, RuntimeScalarsPass) { AllPlansPass("tests/corpus/builtin/runtime_scalar.py", 1); }
 TEST_F(BuiltinJudge, PointwiseLossesPass) { AllPlansPass("tests/corpus/builtin/pointwise_losses.py", 1); }
 TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
+// Runs the generated ModelNew next to Model on one input in training mode
+// (CPU, Triton's interpreter) and compares the outputs and every buffer (the
+// running statistics a batch norm updates): "ok" or what differs.
+std::string SameOutputsAndBuffers(const std::string& src) {
+  const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_buffers_");
+  WriteFile(dir + "/cand.py", src);
+  WriteFile(dir + "/check.py", R"(import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
+torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
+for step in range(2):
+    torch.manual_seed(10 + step); xs = m.get_inputs()
+    a, b = ref(*xs), new(*xs)
+    if not torch.allclose(a, b, atol=1e-4, rtol=1e-4): print("outputs differ"); sys.exit(0)
+for (n, x), (_, y) in zip(ref.named_buffers(), new.named_buffers()):
+    if x.dtype.is_floating_point and not torch.allclose(x, y, atol=1e-5, rtol=1e-5): print(n, "differs"); sys.exit(0)
+    if not x.dtype.is_floating_point and not torch.equal(x, y): print(n, "differs"); sys.exit(0)
+print("ok")
+)");
+  const std::string cmd = "TRITON_INTERPRET=1 " + Python() + " " + dir + "/check.py " + dir + "/cand.py 2>&1";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    pclose(f);
+  }
+  fs::remove_all(dir);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.size() > 2 && out.substr(out.size() - 2) == "ok" ? "ok" : out;
+}
+
+TEST_F(BuiltinJudge, ShortNormRowsTakeOnePassLongOnesTwo) {
+  TaskRef t = Task("tests/corpus/builtin/norms.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  const auto reds = FormReductions(g, Plan());
+  size_t norms = 0;
+  for (const auto& [i, op] : reds) norms += op.kind == "norm";
+  ASSERT_EQ(norms, 5u);
+  auto count = [](const std::string& src, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Rows of 4-120 elements: every norm is one kernel that keeps its row in registers.
+  std::string one;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &one).ok());
+  EXPECT_EQ(count(one, "_kernel_one["), norms) << one;
+  EXPECT_EQ(count(one, "_apply[("), 0u) << one;
+  EXPECT_EQ(SameOutputsAndBuffers(one), "ok") << one;
+  // BLOCK_R 16: the four norms with longer rows take statistics, then apply.
+  Plan two;
+  for (size_t k = 0; k < reds.size(); ++k) {
+    RedSchedule r;
+    r.block_r = 16;
+    two.red.push_back(r);
+  }
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, two, &src).ok());
+  EXPECT_EQ(count(src, "_kernel_one["), 1u) << "only bn1 (rows of 4)\n" << src;
+  EXPECT_EQ(count(src, "_apply[("), 4u) << src;
+  EXPECT_EQ(SameOutputsAndBuffers(src), "ok") << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
 TEST_F(BuiltinJudge, NormEpiloguesPass) { AllPlansPass("tests/corpus/builtin/norm_epilogues.py", 1); }
 
 TEST_F(BuiltinJudge, NormsAreAppliedInsideTheKernelsAfterThem) {
