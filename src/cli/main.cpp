@@ -38,6 +38,28 @@ namespace {
 
 constexpr int kExitBadInput = 2;
 constexpr int kExitEnvironment = 3;
+constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+
+// SIGINT / SIGTERM during optimize, bench and adapt: the first stops the run
+// gracefully (no new steps or tasks; the candidates being judged finish; the
+// store and summary.json are written, so --resume continues); a second one
+// ends the process at once.
+std::atomic<int> g_interrupts{0};
+
+extern "C" void OnInterrupt(int sig) {
+  if (g_interrupts.fetch_add(1) >= 1) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  static const char kMsg[] =
+      "adaexplore: interrupted: finishing the candidates being judged, then saving the run (interrupt again to stop "
+      "now)\n";
+  ssize_t w = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  (void)w;
+}
+
+bool Interrupted() { return g_interrupts.load() > 0; }
 
 std::string DefaultDevice() {
   std::error_code ec;
@@ -470,11 +492,21 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   std::vector<ax::search::TaskResult> results(tasks.size());
   std::vector<ax::Status> statuses(tasks.size());
   std::atomic<size_t> next{0};
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   auto worker = [&] {
     while (true) {
       size_t i = next++;
       if (i >= tasks.size()) return;
       const auto& t = tasks[i];
+      if (Interrupted()) {
+        results[i].task = t.name;
+        results[i].status = "stopped: interrupted";
+        continue;
+      }
       // A resumed run does not redo a task that finished with this budget
       // (its search would replay from the store, but the final re-timing
       // of its best candidates would run again).
@@ -505,8 +537,9 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
       } else {
         proposer = std::make_unique<ax::search::LlmProposer>(&prompts, &caller);
       }
-      ax::search::TaskSearch search(t, pool.get(), jo, proposer.get(), store.get(), cfg, progress,
-                                    [&] { return accountant->CheckBudget(); });
+      ax::search::TaskSearch search(t, pool.get(), jo, proposer.get(), store.get(), cfg, progress, [&] {
+        return Interrupted() ? ax::Status::Error("interrupted") : accountant->CheckBudget();
+      });
       if (use_memory) search.SetRulesProvider([&] { return memory.Select(); });
       if (adapt) {
         search.SetOnJudged([&, name = t.name](const std::string& source, const ax::search::Outcome& o) {
@@ -549,7 +582,7 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
     line += "  steps " + std::to_string(r.steps_done) + ", judged " + std::to_string(r.judged) + ", LLM calls " +
             std::to_string(r.llm_calls) + (r.llm_replayed ? " (" + std::to_string(r.llm_replayed) + " from the store)" : "");
     std::cout << line << std::endl;
-    if (!statuses[i].ok()) {
+    if (!statuses[i].ok() && !(Interrupted() && statuses[i].message() == "interrupted")) {
       ++failures;
       Fail(r.task + ": " + statuses[i].message());
     }
@@ -584,6 +617,10 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   std::fprintf(stderr, "run: %s (%lld LLM calls, %lld tokens, $%.4f)\n", out.c_str(),
                static_cast<long long>(tot.calls), static_cast<long long>(tot.input_tokens + tot.output_tokens),
                tot.cost_usd);
+  if (Interrupted()) {
+    Fail("interrupted: the run is saved in " + out + " (--resume continues it)");
+    return kExitInterrupted;
+  }
   return failures ? kExitEnvironment : 0;
 }
 

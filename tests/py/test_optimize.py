@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLE_TASK
+from conftest import EXAMPLE_TASK, ROOT
 from fake_llm_server import Script, serve
 
 JUDGE = ["--device", "cpu", "--trials", "2", "--iters", "2", "--warmup", "1"]
@@ -173,3 +173,47 @@ def test_resumed_bench_does_not_redo_finished_tasks(binary, worker_python, tmp_p
                        env=env, timeout=1200)
     assert p.returncode == 0, p.stderr
     assert "not run again" not in p.stderr
+
+
+def test_interrupted_bench_saves_the_run_and_resumes(binary, worker_python, tmp_path):
+    """SIGINT stops a bench gracefully: the step being judged finishes, tasks not
+    started are not started, the store is closed (no write-ahead log left) and
+    summary.json says what stopped; exit 130. --resume then finishes the run."""
+    env = dict(os.environ, ADAEXPLORE_PYTHON=worker_python, ADAEXPLORE_CACHE_DIR=str(tmp_path / "cache"))
+    second = tmp_path / "tasks" / "2_AffineSigmoid.py"
+    second.parent.mkdir()
+    shutil.copy(ROOT / "tests" / "corpus" / "builtin" / "affine_sigmoid.py", second)
+    shutil.copy(EXAMPLE_TASK, second.parent / EXAMPLE_TASK.name)
+    out = tmp_path / "run"
+    args = [str(binary), "bench", str(second.parent), "--proposer", "builtin", "--jobs", "1",
+            "--out", str(out)] + JUDGE
+    proc = subprocess.Popen(args + ["--steps", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    err = []
+    try:
+        for line in proc.stderr:
+            err.append(line)
+            if "step 2/40" in line:
+                break
+        assert proc.poll() is None, "".join(err)[-3000:]
+        proc.send_signal(signal.SIGINT)
+        rest_out, rest_err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = "".join(err) + rest_err
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted" in err and "--resume" in err.strip().splitlines()[-1]
+    tasks = {t["task"]: t for t in json.loads((out / "summary.json").read_text())["tasks"]}
+    assert tasks["1_BiasReLUScale"]["status"] == "stopped: interrupted"
+    assert tasks["2_AffineSigmoid"]["status"] == "stopped: interrupted"
+    assert not (out / "run.sqlite-wal").exists() or (out / "run.sqlite-wal").stat().st_size == 0
+    db = sqlite3.connect(str(out / "run.sqlite"))
+    tree = json.loads(db.execute("SELECT tree FROM trees WHERE task = '1_BiasReLUScale'").fetchone()[0])
+    assert db.execute("SELECT COUNT(*) FROM trees WHERE task = '2_AffineSigmoid'").fetchone()[0] == 0
+    db.close()
+    assert 3 <= len(tree["nodes"]) < 41  # the root and at least two judged steps
+    p = subprocess.run(args + ["--steps", "3", "--resume"], capture_output=True, text=True, env=env, timeout=1200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    tasks = {t["task"]: t for t in json.loads((out / "summary.json").read_text())["tasks"]}
+    assert tasks["1_BiasReLUScale"]["status"] == "found" and tasks["2_AffineSigmoid"]["status"] == "found"
