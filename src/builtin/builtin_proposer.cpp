@@ -19,6 +19,7 @@ std::string Describe(const Plan& p) {
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
+  if (p.red_epilogue) s += ", elementwise kernels run inside the reductions they read";
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -75,6 +76,18 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     Plan pro;
     pro.reduce_prologue = true;
     plans.push_back(pro);
+  }
+  // Elementwise work that reads a reduction over its own rows run inside the
+  // reduction's kernel (with the work before the reduction too, first).
+  if (CountRedEpilogues(graph_, Plan()) > 0) {
+    Plan re;
+    re.red_epilogue = true;
+    if (CountReducePrologues(graph_, Plan()) > 0) {
+      Plan both = re;
+      both.reduce_prologue = true;
+      plans.push_back(both);
+    }
+    plans.push_back(re);
   }
   // Norms applied inside the elementwise kernel that follows them.
   if (CountNormEpilogues(graph_, Plan()) > 0) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <regex>
 #include <sstream>
 
 namespace ax::builtin {
@@ -26,6 +27,7 @@ json Plan::ToJson() const {
   if (library_reductions) j["libred"] = true;
   if (norm_epilogue) j["normepi"] = true;
   if (reduce_prologue) j["prologue"] = true;
+  if (red_epilogue) j["redepi"] = true;
   if (algebra) j["algebra"] = true;
   if (gemm) {
     json gs = json::array();
@@ -58,6 +60,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
     p.library_reductions = j.value("libred", false);
     p.norm_epilogue = j.value("normepi", false);
     p.reduce_prologue = j.value("prologue", false);
+    p.red_epilogue = j.value("redepi", false);
     p.algebra = j.value("algebra", false);
     if (j.contains("gemm")) {
       p.gemm = true;
@@ -561,6 +564,117 @@ std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>&
   return out;
 }
 
+// For each reduction, the group run as its epilogue (plan red_epilogue): a
+// sum, mean, max or min (no prologue, not rewritten away) whose value only
+// that group reads, the group of the reduction's input shape, applying no
+// norm, reading the value broadcast back over exactly the reduced dimensions
+// (so the value at a flat index is its row's); and rows many and short
+// enough for one program per row block.
+struct RedEpi {
+  size_t main = 0;                     // the group of the reduction's input shape
+  size_t pre = static_cast<size_t>(-1);  // a group of the value's shape between them, or none
+  bool has_pre() const { return pre != static_cast<size_t>(-1); }
+};
+
+std::map<size_t, RedEpi> FormRedEpilogues(const Graph& g, const std::vector<Group>& groups,
+                                          const std::vector<std::pair<int, RedOp>>& reds,
+                                          const std::vector<std::map<size_t, NormFeed>>& feeds,
+                                          const std::set<size_t>& taken, const std::set<size_t>& skip_reds) {
+  std::map<size_t, RedEpi> out;
+  std::map<int, size_t> group_of;
+  for (size_t j = 0; j < groups.size(); ++j) {
+    for (int idx : groups[j].nodes) group_of[idx] = j;
+  }
+  std::set<size_t> used = taken;
+  for (size_t k = 0; k < reds.size(); ++k) {
+    const auto& [ni, op] = reds[k];
+    if (skip_reds.count(k)) continue;
+    if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") continue;
+    if (op.geo.rows < 256 || op.geo.R > (int64_t{1} << 17)) continue;
+    const Node& rn = g.nodes[ni];
+    // the one group that reads the nodes in `names`, or -1
+    auto reader = [&](const std::vector<std::string>& names) -> long {
+      long j = -1;
+      for (const auto& nm : names) {
+        const Node* n = g.Find(nm);
+        if (!n || n->users.empty()) return -1;
+        for (int u : n->users) {
+          auto f = group_of.find(u);
+          if (f == group_of.end() || (j >= 0 && static_cast<size_t>(j) != f->second)) return -1;
+          j = static_cast<long>(f->second);
+        }
+      }
+      return j;
+    };
+    long jr = reader({rn.name});
+    if (jr < 0) continue;
+    RedEpi e;
+    if (groups[jr].shape == rn.shape && groups[jr].inputs == std::vector<std::string>{rn.name}) {
+      // work on the value alone first (sqrt(mean + eps)), then the main group
+      e.pre = static_cast<size_t>(jr);
+      jr = reader(groups[jr].outputs);
+      if (jr < 0 || static_cast<size_t>(jr) == e.pre || used.count(e.pre) || !feeds[e.pre].empty()) continue;
+    }
+    const size_t j = static_cast<size_t>(jr);
+    e.main = j;
+    const Group& grp = groups[j];
+    if (used.count(j) || !feeds[j].empty() || grp.shape != op.in_shape) continue;
+    // the value, left-padded to the group's rank: 1 over the reduced
+    // dimensions, the input's size over the kept ones
+    std::vector<int64_t> pad(grp.shape.size() - std::min(grp.shape.size(), rn.shape.size()), 1);
+    pad.insert(pad.end(), rn.shape.begin(), rn.shape.end());
+    if (pad.size() != grp.shape.size()) continue;
+    int64_t kept = 1, reduced = 1;
+    bool aligned = true;
+    for (size_t d = 0; d < pad.size(); ++d) {
+      if (pad[d] == grp.shape[d]) kept *= pad[d];
+      else if (pad[d] == 1) reduced *= grp.shape[d];
+      else aligned = false;
+    }
+    if (!aligned || kept != op.geo.rows || reduced != op.geo.R) continue;
+    out[k] = e;
+    used.insert(j);
+    if (e.has_pre()) used.insert(e.pre);
+  }
+  return out;
+}
+
+// Group grp as the epilogue of the reduction whose value is node `value`,
+// after group pre (on the value alone, computed once per row) when given.
+Status MakeRedEpilogue(const Graph& g, const Group* pre, const Group& grp, const std::string& value,
+                       ReductionEpilogue* out) {
+  ReductionEpilogue e;
+  std::map<std::string, std::string> names = {{value, "red2"}};
+  std::string loads;
+  if (pre) {
+    std::string once;
+    Status st = RenderGroupOps(g, *pre, "    ", &names, &once);
+    if (!st.ok()) return st;
+    e.once = once;
+  }
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    if (names.count(grp.inputs[i])) continue;  // the value, or what pre made of it
+    // named ein<i> (a prologue's inputs are in<i>): the shared helpers write in<i>
+    const std::string si = std::to_string(i);
+    const std::regex own("\\bin" + si + "\\b");
+    const Node& in = *g.Find(grp.inputs[i]);
+    e.params.push_back("ein" + si);
+    e.head += std::regex_replace(InputPrelude(in, i), own, "ein" + si);
+    names[grp.inputs[i]] = in.is_number ? "ein" + si : "epin" + si;
+    if (!in.is_number) loads += std::regex_replace(InputLoad(in, grp, i, "epin" + si, "m", "        "), own, "ein" + si);
+  }
+
+  Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < grp.outputs.size(); ++i) {
+    loads += "        tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=m)\n";
+  }
+  e.outputs = grp.outputs.size();
+  e.lines = loads;
+  *out = std::move(e);
+  return Status::Ok();
+}
+
 // A sum or mean over the N output features of a Linear, through a chain of
 // elementwise operators affine in it (CountLinearReductions).
 struct LinearReduce {
@@ -768,6 +882,13 @@ int CountNormEpilogues(const Graph& g, const Plan& plan) {
   return static_cast<int>(fed.size());
 }
 
+int CountRedEpilogues(const Graph& g, const Plan& plan) {
+  std::vector<Group> groups = FormGroups(g, plan.Fusion());
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
+  return static_cast<int>(
+      FormRedEpilogues(g, groups, reds, std::vector<std::map<size_t, NormFeed>>(groups.size()), {}, {}).size());
+}
+
 std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan) {
   std::vector<std::pair<int, RedOp>> out;
   if (plan.library_reductions) return out;
@@ -866,6 +987,20 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     prologue_of = FormPrologues(g, groups, reds, feeds, fed, inside);
     for (const auto& [k, j] : prologue_of) inside.insert(j);
   }
+  // Elementwise kernels run after the reduction they read, in its kernel.
+  std::map<size_t, RedEpi> epi_of;        // reduction -> groups
+  std::map<size_t, size_t> epi_of_group;  // main group -> reduction
+  if (plan.red_epilogue) {
+    std::set<size_t> skip;
+    for (const auto& [k, i] : linred_of) skip.insert(k);
+    for (const auto& [k, e] : FormRedEpilogues(g, groups, reds, feeds, inside, skip)) {
+      if (fed.count(reds[k].first)) continue;
+      epi_of[k] = e;
+      epi_of_group[e.main] = k;
+      inside.insert(e.main);
+      if (e.has_pre()) inside.insert(e.pre);
+    }
+  }
   if (kernels) *kernels -= static_cast<int>(inside.size() - chain_groups.size());
   // A kernel that is not launched has no schedule of its own: the marker (and
   // so the source) is the same whatever a small step set there.
@@ -895,7 +1030,16 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       Status st = MakePrologue(g, groups[prologue_of.at(k)], &pro);
       if (!st.ok()) return st;
     }
-    Status st = EmitReduction(reds[k].second, k, written.RedFor(k), &kernel_src, with ? &pro : nullptr);
+    ReductionEpilogue epi;
+    const bool with_epi = epi_of.count(k) > 0;
+    if (with_epi) {
+      const RedEpi& e = epi_of.at(k);
+      Status st = MakeRedEpilogue(g, e.has_pre() ? &groups[e.pre] : nullptr, groups[e.main],
+                                  g.nodes[reds[k].first].name, &epi);
+      if (!st.ok()) return st;
+    }
+    Status st = EmitReduction(reds[k].second, k, written.RedFor(k), &kernel_src, with ? &pro : nullptr,
+                              with_epi ? &epi : nullptr);
     if (!st.ok()) return st;
   }
 
@@ -934,6 +1078,27 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << GemmSecond(gemms[gk].second);
         for (const auto& in : grp.inputs) {
           if (in != lin.name) body << ", " << Var(in);
+        }
+        body << ")\n";
+        continue;
+      }
+      if (auto e = epi_of_group.find(it->second); e != epi_of_group.end()) {
+        // run by the reduction it reads, launched here
+        std::set<std::string> skip_in = {g.nodes[reds[e->second].first].name};
+        if (const RedEpi& re = epi_of.at(e->second); re.has_pre()) {
+          skip_in.insert(groups[re.pre].outputs.begin(), groups[re.pre].outputs.end());
+        }
+        body << "        ";
+        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        body << " = _ax_red" << e->second << "(";
+        if (auto p = prologue_of.find(e->second); p != prologue_of.end()) {
+          const Group& pg = groups[p->second];
+          for (size_t j = 0; j < pg.inputs.size(); ++j) body << (j ? ", " : "") << Var(pg.inputs[j]);
+        } else {
+          body << Var(reds[e->second].second.input);
+        }
+        for (const auto& in : grp.inputs) {
+          if (!skip_in.count(in)) body << ", " << Var(in);
         }
         body << ")\n";
         continue;
@@ -977,6 +1142,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       for (const auto& o : lr.operands) body << ", " << Var(o);
       body << ")\n";
       continue;
+    }
+    if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && epi_of.count(it->second)) {
+      continue;  // computed inside the kernel of the group that reads it
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;

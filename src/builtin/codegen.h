@@ -38,6 +38,10 @@ struct Plan {
   // An elementwise kernel whose only reader is a reduction or norm of its
   // shape is computed inside the reduction's kernels: one pass less.
   bool reduce_prologue = false;
+  // An elementwise kernel that reads a sum, mean, max or min over rows of its
+  // own shape runs inside the reduction's kernel (ReductionEpilogue): the
+  // reduced value stays in registers; short rows are read once.
+  bool red_epilogue = false;
   std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
   RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }
   // nn.Linear layers become Triton GEMMs (gemm.h), each with the elementwise
@@ -72,6 +76,9 @@ int CountLinearReductions(const Graph& g);
 // How many norms plan would apply inside the elementwise kernel after them
 // (with norm_epilogue set).
 int CountNormEpilogues(const Graph& g, const Plan& plan);
+// The reductions that would run an elementwise kernel as their epilogue under
+// plan with red_epilogue set.
+int CountRedEpilogues(const Graph& g, const Plan& plan);
 
 // How many elementwise kernels plan would compute inside the reduction that
 // reads them (with reduce_prologue set).

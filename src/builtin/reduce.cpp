@@ -513,9 +513,15 @@ std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
 }
 
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src,
-                     const ReductionPrologue* pro) {
+                     const ReductionPrologue* pro, const ReductionEpilogue* epi) {
   const Geometry& g = op.geo;
   RedSchedule s = ResolveSchedule(op, want);
+  if (epi) {
+    if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") {
+      return Status::Error("a reduction epilogue needs a sum, mean, max or min");
+    }
+    s.split = 1;  // the whole row in one program: its value is needed there
+  }
   const bool big = g.numel() >= (int64_t{1} << 31) - (int64_t{1} << 20);
   const int64_t chunk = CeilDiv(CeilDiv(g.R, s.split), s.block_r) * s.block_r;
   std::map<std::string, std::string> kv = {
@@ -533,7 +539,11 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
   }
   kv["XARGS"] = xparams;
   kv["DEV"] = (pro ? pro->tensor : "x") + ".device";
-  kv["LAUNCH_HEAD"] = "def _ax_red" + I(static_cast<int64_t>(k)) + "(" + xparams + "):\n" +
+  std::string sig = xparams;  // the launcher's parameters
+  if (epi) {
+    for (const auto& prm : epi->params) sig += ", " + prm;
+  }
+  kv["LAUNCH_HEAD"] = "def _ax_red" + I(static_cast<int64_t>(k)) + "(" + sig + "):\n" +
                       (pro ? pro->head
                            : "    assert list(x.shape) == " + PyShape(op.in_shape) +
                                  ", \"the kernel was generated for the traced shapes\"\n    x = x.contiguous()\n");
@@ -591,6 +601,45 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     kv["REDUCE"] = reduce;
     kv["POST"] = post;
     kv["MERGE"] = s.split == 1 ? "part[0]" : merge;
+    if (epi) {
+      std::string eparams, outs, allocs, rets;
+      for (const auto& prm : epi->params) eparams += ", " + prm;
+      for (size_t i = 0; i < epi->outputs; ++i) {
+        const std::string oi = "out" + std::to_string(i);
+        outs += ", " + oi;
+        allocs += "    " + oi + " = torch.empty(" + PyShape(op.in_shape) + ", device=" + kv["DEV"] + ", dtype=torch.float32)\n";
+        rets += (i ? ", " : "") + oi;
+      }
+      kv["PARAMS"] = xparams + eparams + outs + ", ";
+      kv["EPARAMS"] = eparams;
+      kv["OUTS"] = outs;
+      kv["ALLOCS"] = allocs;
+      kv["RETS"] = rets;
+      kv["EHEAD"] = epi->head;
+      kv["ELINES"] = epi->lines;
+      kv["EONCE"] = epi->once;
+      kv["POST1"] = op.kind == "mean" ? " / " + PyFloat(static_cast<double>(g.R)) : "";
+      o << Fill(head + R"(    acc = tl.full([BLOCK_M, BLOCK_R], {NEUTRAL}, tl.float32)
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+{LOADV}        acc = {COMBINE}
+    red2 = ({REDUCE}(acc, axis=1){POST1})[:, None]
+{EONCE}    # the elementwise kernel that reads it, over the same row
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        offs = base + {OFF}
+{ELINES}
+
+{LAUNCH_HEAD}{EHEAD}{ALLOCS}    _ax_red{K}_kernel[({GRID0},)]({XARGS}{EPARAMS}{OUTS}, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return {RETS}
+
+
+)", kv);
+      *src += o.str();
+      return Status::Ok();
+    }
     o << Fill(head + R"(    lo = tl.program_id(1) * {CHUNK}
     acc = tl.full([BLOCK_M, BLOCK_R], {NEUTRAL}, tl.float32)
     for r0 in range(0, {CHUNK}, BLOCK_R):

@@ -87,14 +87,34 @@ struct ReductionPrologue {
   std::function<std::string(const std::string& other)> load;
 };
 
+// An elementwise group that reads a sum, mean, max or min (broadcast back over
+// the reduced dimensions) computed inside the reduction's kernel: after the
+// row's reduction, a second loop over the row runs the group at each element
+// and writes its outputs; the reduced value never leaves registers, and a row
+// that fits one block is read from memory once (codegen.cpp builds it).
+struct ReductionEpilogue {
+  std::vector<std::string> params;  // the group's other inputs (ein<i>), after x or the prologue's
+  std::string head;                 // launcher lines (4-space indent) for them
+  size_t outputs = 1;               // out0, out1, ...: the group's outputs, of x's shape
+  // Kernel lines (4-space indent) run once per row block on `red2`, the
+  // reduced value ([BLOCK_M, 1]), before the loop (may be empty).
+  std::string once;
+  // Kernel lines (8-space indent) reading the flat index `offs`, the mask `m`,
+  // `red2` and what `once` computed; they store the outputs.
+  std::string lines;
+};
+
 // The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
 // The launcher takes the input tensor, and for a norm also the module; a
 // norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var, w, b, has_b),
 // which updates the running statistics, for kernels that apply it themselves.
 // With a prologue, the launcher takes the prologue's inputs (a norm's also its
 // module; its `_stats` launcher then returns None for x).
+// With an epilogue (sum, mean, amax, amin only; never split), the launcher
+// takes x (or the prologue's inputs) and then the epilogue's inputs, and
+// returns the epilogue's outputs.
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src,
-                     const ReductionPrologue* pro = nullptr);
+                     const ReductionPrologue* pro = nullptr, const ReductionEpilogue* epi = nullptr);
 
 // Triton lines (4-space indented) applying norm op to the elements at `offs`
 // (under `mask`): they read x<sfx>, mean<sfx>, var<sfx>, w<sfx>, b<sfx> and

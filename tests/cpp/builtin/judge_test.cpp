@@ -269,6 +269,28 @@ TEST_F(BuiltinJudge, GlobalAveragePoolingIsAMean) {
   EXPECT_NE(forward.find("self.tall("), std::string::npos) << "(None, 1) is not a mean\n" << src;
   AllPlansPass("tests/corpus/builtin/global_avg_pool.py", 1);
 }
+TEST_F(BuiltinJudge, ElementwiseWorkRunsInsideTheReductionItReads) {
+  TaskRef t = Task("tests/corpus/builtin/reduce_epilogues.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  EXPECT_EQ(CountRedEpilogues(g, plan), 4);  // rms (through its sqrt), l1, l2, the shifted exp
+  plan.red_epilogue = true;
+  plan.reduce_prologue = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  size_t fused = 0;
+  for (size_t at = src.find("over the same row"); at != std::string::npos; at = src.find("over the same row", at + 1)) {
+    ++fused;
+  }
+  EXPECT_EQ(fused, 4u) << src;
+  // x * x is computed in the first loop and x / rms in the second: one kernel for the RMS norm
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_NE(forward.find("v_truediv = _ax_red0(v_x, v_x)"), std::string::npos) << forward;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/reduce_epilogues.py", 1);
+}
 TEST_F(BuiltinJudge, MatmulsPass) {
   TaskRef t = Task("tests/corpus/builtin/matmuls.py");
   Graph g;
