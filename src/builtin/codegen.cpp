@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <regex>
 #include <sstream>
 
 namespace ax::builtin {
@@ -367,8 +366,8 @@ Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& inden
   return Status::Ok();
 }
 
-std::string InputPrelude(const Node& in, size_t i) {
-  const std::string v = "in" + std::to_string(i);
+std::string InputPrelude(const Node& in, size_t i, const std::string& prefix) {
+  const std::string v = prefix + std::to_string(i);
   if (in.is_number) return "    " + v + " = float(" + v + ")\n";
   return "    assert list(" + v + ".shape) == " + PyShape(in.shape) +
          ", \"the kernel was generated for the traced shapes\"\n    " + v + " = " + v + ".contiguous()\n";
@@ -377,9 +376,9 @@ std::string InputPrelude(const Node& in, size_t i) {
 // A kernel line loading tensor input i of grp into var at the group's flat
 // index `offs` (a broadcast input through its merged index).
 std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
-                      const std::string& indent) {
+                      const std::string& indent, const std::string& prefix) {
   const std::string addr = in.shape != grp.shape ? "(" + BroadcastIndex(in.shape, grp.shape) + ")" : "offs";
-  return indent + var + " = tl.load(in" + std::to_string(i) + " + " + addr + ", mask=" + mask +
+  return indent + var + " = tl.load(" + prefix + std::to_string(i) + " + " + addr + ", mask=" + mask +
          ", other=0.0).to(tl.float32)\n";
 }
 
@@ -654,14 +653,13 @@ Status MakeRedEpilogue(const Graph& g, const Group* pre, const Group& grp, const
   }
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     if (names.count(grp.inputs[i])) continue;  // the value, or what pre made of it
-    // named ein<i> (a prologue's inputs are in<i>): the shared helpers write in<i>
+    // named ein<i>: a prologue's inputs, in the same kernel, are in<i>
     const std::string si = std::to_string(i);
-    const std::regex own("\\bin" + si + "\\b");
     const Node& in = *g.Find(grp.inputs[i]);
     e.params.push_back("ein" + si);
-    e.head += std::regex_replace(InputPrelude(in, i), own, "ein" + si);
+    e.head += InputPrelude(in, i, "ein");
     names[grp.inputs[i]] = in.is_number ? "ein" + si : "epin" + si;
-    if (!in.is_number) loads += std::regex_replace(InputLoad(in, grp, i, "epin" + si, "m", "        "), own, "ein" + si);
+    if (!in.is_number) loads += InputLoad(in, grp, i, "epin" + si, "m", "        ", "ein");
   }
 
   Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
@@ -994,7 +992,6 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     std::set<size_t> skip;
     for (const auto& [k, i] : linred_of) skip.insert(k);
     for (const auto& [k, e] : FormRedEpilogues(g, groups, reds, feeds, inside, skip)) {
-      if (fed.count(reds[k].first)) continue;
       epi_of[k] = e;
       epi_of_group[e.main] = k;
       inside.insert(e.main);

@@ -19,13 +19,14 @@ Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& inden
 
 // Launcher lines for plain input i (4-space indent): a number is computed in
 // float32, as PyTorch does; a tensor must have the traced shape the kernel was
-// specialised to and is made contiguous (a no-op when it is).
-std::string InputPrelude(const Node& in, size_t i);
+// specialised to and is made contiguous (a no-op when it is). The input is
+// named <prefix><i> in the launcher and the kernel.
+std::string InputPrelude(const Node& in, size_t i, const std::string& prefix = "in");
 
 // A kernel line loading tensor input i of grp into var at the group's flat
 // index `offs` (a broadcast input through its merged index).
 std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
-                      const std::string& indent);
+                      const std::string& indent, const std::string& prefix = "in");
 
 // Groups smaller than this index with int32 arithmetic.
 inline constexpr int64_t kInt32Elements = (int64_t{1} << 31) - (int64_t{1} << 20);
