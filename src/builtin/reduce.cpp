@@ -113,6 +113,20 @@ std::string Dedent4(const std::string& lines) {
   return out;
 }
 
+// Lines with four more leading spaces (top-level kernel lines used inside a loop).
+std::string Indent4(const std::string& lines) {
+  std::string out;
+  size_t at = 0;
+  while (at < lines.size()) {
+    size_t end = lines.find('\n', at);
+    if (end == std::string::npos) end = lines.size();
+    const std::string line = lines.substr(at, end - at);
+    out += (line.empty() ? line : "    " + line) + "\n";
+    at = end + 1;
+  }
+  return out;
+}
+
 // Python expressions of the address formula over row2 ([BLOCK_M, 1]) and r ([1, BLOCK_R]).
 std::string BaseExpr(const Geometry& g) {
   std::string a, b;
@@ -515,7 +529,20 @@ std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src,
                      const ReductionPrologue* pro, const ReductionEpilogue* epi) {
   const Geometry& g = op.geo;
-  RedSchedule s = ResolveSchedule(op, want);
+  RedSchedule req = want;
+  if (epi && RowsContiguous(g)) {
+    // The epilogue reads each program's rows again: keep a program's tile
+    // small (the re-read then hits L1/L2 before other programs evict it),
+    // and when the reduced extent is short, the whole of it in one tile.
+    // Measured on an H200 (RMS over dim 1 of [16, 64, 512*512]): BLOCK_M 64 x
+    // BLOCK_R 64 runs at 0.95 of copy, the default 256 x 16 at 0.67.
+    if (req.block_r <= 0) req.block_r = static_cast<int>(Pow2Ceil(g.R) <= 128 ? Pow2Ceil(g.R) : 32);
+    if (req.block_m <= 0) {
+      req.block_m = static_cast<int>(std::clamp<int64_t>(4096 / req.block_r, 1, std::min<int64_t>(Pow2Ceil(g.RD), 256)));
+      if (Pow2Ceil(g.R) > 128) req.block_m = std::min(req.block_m, 32);
+    }
+  }
+  RedSchedule s = ResolveSchedule(op, req);
   if (epi) {
     if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") {
       return Status::Error("a reduction epilogue needs a sum, mean, max or min");
@@ -911,6 +938,34 @@ def _ax_red{K}({XARGS}, mod):
 
 
 )", kv);
+    } else if (op.affine && op.ch_div == 1 && op.ch_mod == g.R && op.row_div == g.R && g.rows <= 64 &&
+               g.R >= (int64_t{1} << 16)) {
+      // Few long rows with a weight per position of the row (a layer norm
+      // over large trailing dims): each program takes a chunk of positions
+      // through every row, so its weights come from DRAM once, not once per
+      // row.
+      o << Fill(R"(@triton.jit
+def _ax_red{K}_apply_rows({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c], row by row
+    f = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
+    mask = f < {R}
+    for rr in range(0, {ROWS}):
+        offs = rr * {R} + f
+{APPLY_IN}        tl.store(out + offs, y, mask=mask)
+
+
+def _ax_red{K}({XARGS}, mod):
+    {XLHS}, mean, var, w, b, has_b = _ax_red{K}_stats({XARGS}, mod)
+    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_apply_rows[(triton.cdiv({R}, {AB}),)]({XARGS}, out, mean, var, w, b, HAS_B=has_b, BLOCK={AB}, num_warps=4)
+    return out
+
+
+)", [&] {
+        auto k2 = kv;
+        k2["APPLY_IN"] = Indent4(apply);
+        return k2;
+      }());
     } else {
       o << Fill(R"(def _ax_red{K}({XARGS}, mod):
     {XLHS}, mean, var, w, b, has_b = _ax_red{K}_stats({XARGS}, mod)

@@ -274,7 +274,7 @@ TEST_F(BuiltinJudge, ElementwiseWorkRunsInsideTheReductionItReads) {
   Graph g;
   ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   Plan plan;
-  EXPECT_EQ(CountRedEpilogues(g, plan), 4);  // rms (through its sqrt), l1, l2, the shifted exp
+  EXPECT_EQ(CountRedEpilogues(g, plan), 5);  // rms (through its sqrt), l1, l2, the shifted exp, mid
   plan.red_epilogue = true;
   plan.reduce_prologue = true;
   std::string src;
@@ -283,7 +283,10 @@ TEST_F(BuiltinJudge, ElementwiseWorkRunsInsideTheReductionItReads) {
   for (size_t at = src.find("over the same row"); at != std::string::npos; at = src.find("over the same row", at + 1)) {
     ++fused;
   }
-  EXPECT_EQ(fused, 4u) << src;
+  EXPECT_EQ(fused, 5u) << src;
+  // over dim 1: 24 rows fit one tile (and 128 rows per program), 200 take a loop over 32 rows per program
+  EXPECT_NE(src.find("_ax_red0_kernel[(4,)](in0, ein0, out0, BLOCK_M=128, BLOCK_R=32"), std::string::npos) << src;
+  EXPECT_NE(src.find("BLOCK_M=32, BLOCK_R=32, num_warps=4"), std::string::npos) << src;
   // x * x is computed in the first loop and x / rms in the second: one kernel for the RMS norm
   const std::string forward = src.substr(src.find("class ModelNew"));
   EXPECT_NE(forward.find("v_truediv = _ax_red0(v_x, v_x)"), std::string::npos) << forward;
@@ -306,6 +309,23 @@ TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/buil
 TEST_F(BuiltinJudge, RuntimeScalarsPass) { AllPlansPass("tests/corpus/builtin/runtime_scalar.py", 1); }
 TEST_F(BuiltinJudge, PointwiseLossesPass) { AllPlansPass("tests/corpus/builtin/pointwise_losses.py", 1); }
 TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
+TEST_F(BuiltinJudge, LongLayerNormsReadTheirWeightsOnce) {
+  TaskRef t = Task("tests/corpus/builtin/long_layer_norm.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  for (bool pro : {false, true}) {
+    Plan plan;
+    plan.reduce_prologue = pro;
+    std::string src;
+    ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+    size_t walks = 0;
+    for (size_t at = src.find("_apply_rows[("); at != std::string::npos; at = src.find("_apply_rows[(", at + 1)) ++walks;
+    EXPECT_EQ(walks, 2u) << "both norms' apply kernels walk the rows\n" << src;
+    Verdict v = Run(t, src);
+    EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  }
+  AllPlansPass("tests/corpus/builtin/long_layer_norm.py", 1);
+}
 // Runs the generated ModelNew next to Model on one input in training mode
 // (CPU, Triton's interpreter) and compares the outputs and every buffer (the
 // running statistics a batch norm updates): "ok" or what differs.
