@@ -1,6 +1,7 @@
 #include "builtin/graph.h"
 
 #include <cstdio>
+#include <sstream>
 #include <set>
 
 namespace ax::builtin {
@@ -296,6 +297,89 @@ bool LowerGlobalAvgPool(const json& jn, const json& out, json* lowered) {
   return true;
 }
 
+// nn.BatchNorm{1,2,3}d in evaluation mode with running statistics: the
+// per-channel affine map (x - running_mean) * rsqrt(running_var + eps)
+// [* weight] [+ bias], written as elementwise operators on the module's
+// buffers and parameters viewed as [C, 1, ...] (read each call, so later
+// changes to them are honoured). The compiler fuses it with its neighbours.
+// The last node keeps the norm's name. The per-channel work, which reads no
+// input, goes to `front` (LowerAtLoad puts it after the inputs), so it does
+// not split the elementwise kernel around the norm.
+bool LowerEvalBatchNorm(const json& jn, const json& out, std::set<std::string>* names, json* lowered, json* front) {
+  if (jn.value("op", "") != "call_module") return false;
+  const json mod = jn.contains("module") && jn["module"].is_object() ? jn["module"] : json::object();
+  const std::string cls = mod.value("class", "");
+  if (cls != "BatchNorm1d" && cls != "BatchNorm2d" && cls != "BatchNorm3d") return false;
+  const json at = mod.contains("attrs") && mod["attrs"].is_object() ? mod["attrs"] : json::object();
+  const json bufs = mod.contains("buffers") && mod["buffers"].is_object() ? mod["buffers"] : json::object();
+  const json prms = mod.contains("params") && mod["params"].is_object() ? mod["params"] : json::object();
+  if (at.value("training", true) || !bufs.contains("running_mean") || !bufs.contains("running_var")) return false;
+  if (!at.contains("eps") || !at["eps"].is_number()) return false;
+  const double eps = at["eps"].get<double>();
+  const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
+  const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();
+  const json& o = jn.contains("out") ? jn["out"] : json::object();
+  std::vector<int64_t> xs;
+  std::string dt;
+  if (args.size() != 1 || !kw.empty() || !TensorOf(out, args[0], &xs, &dt) || dt != "torch.float32" ||
+      o.value("kind", "") != "tensor" || xs.size() < 2) {
+    return false;
+  }
+  const int64_t C = xs[1];
+  auto f32_of = [&](const json& group, const char* key) {
+    return group.contains(key) && group[key].value("dtype", "") == "torch.float32" &&
+           group[key].value("shape", std::vector<int64_t>{}) == std::vector<int64_t>{C};
+  };
+  if (!f32_of(bufs, "running_mean") || !f32_of(bufs, "running_var")) return false;
+  const bool has_w = prms.contains("weight"), has_b = prms.contains("bias");
+  if ((has_w && !f32_of(prms, "weight")) || (has_b && !f32_of(prms, "bias"))) return false;
+  const std::string name = jn.value("name", ""), target = jn.value("target", "");
+  if (target.empty()) return false;
+  std::vector<int64_t> cs = {C};  // [C, 1, ...]: broadcast over the dims after the channel
+  cs.resize(xs.size() - 1, 1);
+  auto T = [](const std::vector<int64_t>& sh) {
+    return json{{"kind", "tensor"}, {"shape", sh}, {"dtype", "torch.float32"}};
+  };
+  auto N = [](const std::string& n) { return json{{"node", n}}; };
+  json pre = json::array(), main = json::array();  // per-channel nodes; nodes of the input's shape
+  auto node = [&](const std::string& n, const std::string& op, const std::string& tgt, const std::string& fn, json a,
+                  json outj) {
+    json j = {{"name", n}, {"op", op}, {"target", tgt}, {"args", a}, {"kwargs", json::object()}, {"out", outj}};
+    if (!fn.empty()) j["callable"] = fn;
+    (j["out"]["shape"] == json(xs) ? main : pre).push_back(j);
+  };
+  // a [C] tensor of the module viewed as [C, 1, ...]: its node's name
+  auto per_channel = [&](const std::string& attr) {
+    const std::string raw = FreshName(names, name, attr), viewed = FreshName(names, name, attr + "_c");
+    node(raw, "get_attr", target + "." + attr, "", json::array(), T({C}));
+    json a = json::array({N(raw)});
+    for (int64_t v : cs) a.push_back({{"repr", std::to_string(v)}, {"value", v}});
+    node(viewed, "call_method", "view", "", a, T(cs));
+    return viewed;
+  };
+  const std::string mean = per_channel("running_mean"), var = per_channel("running_var");
+  const std::string veps = FreshName(names, name, "var_eps"), inv = FreshName(names, name, "invstd"),
+                    cen = FreshName(names, name, "centred");
+  std::ostringstream e;
+  e.precision(17);
+  e << eps;
+  node(veps, "call_function", "add", "operator.add", json::array({N(var), {{"repr", e.str()}, {"value", eps}}}), T(cs));
+  node(inv, "call_function", "rsqrt", "torch.rsqrt", json::array({N(veps)}), T(cs));
+  node(cen, "call_function", "sub", "operator.sub", json::array({args[0], N(mean)}), T(xs));
+  std::string cur = cen;
+  auto step = [&](const std::string& fn, const std::string& callable, const std::string& other, bool last) {
+    const std::string n = last ? name : FreshName(names, name, fn == "mul" ? "scaled" : "shifted");
+    node(n, "call_function", fn, callable, json::array({N(cur), N(other)}), last ? o : T(xs));
+    cur = n;
+  };
+  step("mul", "operator.mul", inv, !has_w && !has_b);
+  if (has_w) step("mul", "operator.mul", per_channel("weight"), !has_b);
+  if (has_b) step("add", "operator.add", per_channel("bias"), true);
+  for (auto& j : pre) front->push_back(std::move(j));
+  for (auto& j : main) lowered->push_back(std::move(j));
+  return true;
+}
+
 // A pointwise loss with reduction 'mean' or 'sum' (F.smooth_l1_loss,
 // F.huber_loss, F.mse_loss, F.l1_loss, F.kl_div; kl_div also 'batchmean')
 // becomes the same loss with reduction 'none' (an elementwise operator)
@@ -307,13 +391,13 @@ json LowerAtLoad(const json& nodes) {
   static const std::set<std::string> kLosses = {"torch.nn.functional.smooth_l1_loss", "torch.nn.functional.huber_loss",
                                                 "torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss",
                                                 "torch.nn.functional.kl_div"};
-  json out = json::array();
+  json out = json::array(), front = json::array();
   std::set<std::string> names;
   for (const auto& jn : nodes) names.insert(jn.value("name", ""));
   for (const auto& jn : nodes) {
     json tri = json::array();
     if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &names, &tri) ||
-        LowerGlobalAvgPool(jn, out, &tri)) {
+        LowerGlobalAvgPool(jn, out, &tri) || LowerEvalBatchNorm(jn, out, &names, &tri, &front)) {
       for (auto& t : tri) out.push_back(std::move(t));
       continue;
     }
@@ -370,6 +454,14 @@ json LowerAtLoad(const json& nodes) {
                      {"kwargs", json::object()},
                      {"out", o}});
     }
+  }
+  if (!front.empty()) {  // after the inputs
+    json all = json::array();
+    size_t at = 0;
+    while (at < out.size() && out[at].value("op", "") == "placeholder") all.push_back(out[at++]);
+    for (auto& j : front) all.push_back(std::move(j));
+    for (; at < out.size(); ++at) all.push_back(std::move(out[at]));
+    out = std::move(all);
   }
   return out;
 }

@@ -309,6 +309,21 @@ TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/buil
 TEST_F(BuiltinJudge, RuntimeScalarsPass) { AllPlansPass("tests/corpus/builtin/runtime_scalar.py", 1); }
 TEST_F(BuiltinJudge, PointwiseLossesPass) { AllPlansPass("tests/corpus/builtin/pointwise_losses.py", 1); }
 TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
+TEST_F(BuiltinJudge, EvalModeBatchNormsAreElementwise) {
+  TaskRef t = Task("tests/corpus/builtin/eval_norms.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  EXPECT_FALSE(g.training);
+  EXPECT_TRUE(FormReductions(g, Plan()).empty()) << "no statistics are computed in eval mode";
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  for (const char* m : {"self.bn(", "self.bn_plain(", "self.bn1("}) {
+    EXPECT_EQ(forward.find(m), std::string::npos) << m << " is generated\n" << forward;
+  }
+  EXPECT_NE(forward.find("self.bn.running_var"), std::string::npos) << "the buffers are read each call\n" << forward;
+  AllPlansPass("tests/corpus/builtin/eval_norms.py", 1);
+}
 TEST_F(BuiltinJudge, LongLayerNormsReadTheirWeightsOnce) {
   TaskRef t = Task("tests/corpus/builtin/long_layer_norm.py");
   Graph g;
