@@ -237,8 +237,8 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
         c = cur;
         c.warps = up ? std::min(16, cur.warps * f) : std::max(1, cur.warps / f);
         cands.push_back({"warps", c});
-        if (reds[k].second.kind != "softmax" && reds[k].second.kind != "log_softmax" &&
-            reds[k].second.kind != "logsumexp") {
+        static const std::set<std::string> kWholeRow = {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod"};
+        if (!kWholeRow.count(reds[k].second.kind)) {
           c = cur;
           c.split = up ? std::min(1024, cur.split * f) : std::max(1, cur.split / f);
           cands.push_back({"split", c});

@@ -159,7 +159,7 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
   return true;
 }
 
-// F.cross_entropy(x, t) with class indices (x [B, C] float32, t [B] int64;
+// F.cross_entropy(x, t) or nn.CrossEntropyLoss with class indices (x [B, C] float32, t [B] int64;
 // no weight or label smoothing; reduction mean or sum): per row
 // logsumexp(x_b) - x_b[t_b], rows whose target is ignore_index left out (and
 // not counted by the mean). Rewritten into a logsumexp over the classes (one
@@ -167,7 +167,11 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
 // the index bookkeeping stays PyTorch calls. The loss node keeps its name.
 bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* names, json* lowered) {
   const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
-  if (jn.value("op", "") != "call_function" || callable != "torch.nn.functional.cross_entropy") return false;
+  const json mod = jn.contains("module") && jn["module"].is_object() ? jn["module"] : json::object();
+  const bool as_module = jn.value("op", "") == "call_module" && mod.value("class", "") == "CrossEntropyLoss";
+  if (!as_module && (jn.value("op", "") != "call_function" || callable != "torch.nn.functional.cross_entropy")) {
+    return false;
+  }
   const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();
   const json kw = jn.contains("kwargs") && jn["kwargs"].is_object() ? jn["kwargs"] : json::object();
   const json& o = jn.contains("out") ? jn["out"] : json::object();
@@ -176,6 +180,21 @@ bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* n
   }
   std::string reduction = "mean";
   int64_t ignore = -100;
+  if (as_module) {
+    // nn.CrossEntropyLoss: its settings are the module's attributes (a class
+    // weight is a buffer, and then the module stays a PyTorch call)
+    const json at = mod.contains("attrs") && mod["attrs"].is_object() ? mod["attrs"] : json::object();
+    const json bufs = mod.contains("buffers") && mod["buffers"].is_object() ? mod["buffers"] : json::object();
+    if (!kw.empty() || bufs.contains("weight") || !at.contains("reduction") || !at["reduction"].is_string() ||
+        !at.contains("ignore_index") || !at["ignore_index"].is_number_integer() ||
+        !at.contains("label_smoothing") || !at["label_smoothing"].is_number() ||
+        at["label_smoothing"].get<double>() != 0.0) {
+      return false;
+    }
+    reduction = at["reduction"].get<std::string>();
+    if (reduction != "mean" && reduction != "sum") return false;
+    ignore = at["ignore_index"].get<int64_t>();
+  }
   for (const auto& [k, v] : kw.items()) {
     if (!v.is_object()) return false;
     const std::string r = v.value("repr", "");

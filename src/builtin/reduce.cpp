@@ -418,8 +418,8 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     return false;
   }
   fn = n.target;
-  static const std::set<std::string> kKinds = {"sum",     "mean",        "amax",   "amin",  "logsumexp",
-                                               "softmax", "log_softmax", "argmax", "argmin"};
+  static const std::set<std::string> kKinds = {"sum",    "mean",   "amax",   "amin",   "logsumexp", "softmax",
+                                               "log_softmax", "argmax", "argmin", "cumsum", "cumprod"};
   if (!kKinds.count(fn)) return false;
   const Node* x = Input(g, n);
   if (!x) return false;
@@ -433,6 +433,10 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     if (n.kwargs.contains("dtype") && !IsNoneArg(&n.kwargs["dtype"])) return false;
     if (n.args.size() > 3) return false;
     if (n.args.size() == 3 && !IsNoneArg(&n.args[2]) && !n.args[2].contains("value")) return false;
+    if (!Dims(n.Arg(1, "dim"), rank, false, &dims) || dims.size() != 1) return false;
+  } else if (fn == "cumsum" || fn == "cumprod") {
+    if (!OnlyKw(n, {"dim", "dtype", "input"}) || n.args.size() > 2) return false;
+    if (n.kwargs.contains("dtype") && !IsNoneArg(&n.kwargs["dtype"])) return false;
     if (!Dims(n.Arg(1, "dim"), rank, false, &dims) || dims.size() != 1) return false;
   } else if (arg) {
     // argmax(x) without a dim is over the flattened tensor.
@@ -448,7 +452,7 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
   if (!MakeGeometry(x->shape, dims, &op.geo)) return false;
   int64_t out_numel = 1;
   for (auto s : n.shape) out_numel *= s;
-  bool same = op.kind == "softmax" || op.kind == "log_softmax";
+  bool same = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "cumsum" || op.kind == "cumprod";
   if (out_numel != (same ? op.geo.numel() : op.geo.rows)) return false;
   *out = op;
   return true;
@@ -467,7 +471,10 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   }
   const Geometry& g = op.geo;
   const bool rc = RContiguous(g);
-  const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ? 2048 : 4096;
+  const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ||
+                              op.kind == "cumsum" || op.kind == "cumprod"
+                          ? 2048
+                          : 4096;
   if (op.kind == "norm" && s.block_r <= 0 && Pow2Ceil(g.R) <= 4096) {
     // the whole row in one block: statistics and apply in one kernel, one read
     s.block_r = static_cast<int>(Pow2Ceil(g.R));
@@ -582,7 +589,8 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
                                     : op.kind == "amin" || op.kind == "argmin" ? "float('inf')"
                                     : op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp"
                                         ? "float('-inf')"
-                                        : "0.0";
+                                    : op.kind == "cumprod" ? "1.0"
+                                                           : "0.0";
   kv["LOADV"] = load(neutral_other, false);
   kv["LOADV0"] = load("0.0", true);
   std::ostringstream o;
@@ -755,6 +763,32 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
       kv["Y"] = op.kind == "softmax" ? "tl.exp(v - mx2) * inv" : "v - lt";
     }
     o << Fill(body, kv);
+  } else if (op.kind == "cumsum" || op.kind == "cumprod") {
+    // Inclusive scan along the row, tile by tile: the scan of a tile plus
+    // (times) the running total of the tiles before it, which is the last
+    // column of the previous tile's result (padding lanes hold the neutral
+    // element, so it is the whole tile's).
+    const bool prod = op.kind == "cumprod";
+    kv["PARAMS"] = xparams + ", out, ";
+    kv["NEUTRAL"] = prod ? "1.0" : "0.0";
+    kv["SCAN"] = prod ? "tl.cumprod(v, axis=1) * carry[:, None]" : "tl.cumsum(v, axis=1) + carry[:, None]";
+    kv["LOADS"] = load(prod ? "1.0" : "0.0", true);
+    o << Fill(head + R"(    carry = tl.full([BLOCK_M], {NEUTRAL}, tl.float32)
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        addr = base + {OFF}
+{LOADS}        c = {SCAN}
+        tl.store(out + addr, c, mask=m)
+        carry = tl.sum(tl.where(r == r0 + BLOCK_R - 1, c, 0.0), axis=1)
+
+
+{LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return out
+
+
+)", kv);
   } else if (op.kind == "maxpool" || op.kind == "avgpool") {
     const size_t d = op.pool_k.size();
     int64_t in_numel = 1;

@@ -1,5 +1,6 @@
 # Builtin compiler corpus: cross entropy with class indices (mean, with an ignore_index
-# that some targets hit; sum) lowered to a logsumexp, a gather and sums.
+# that some targets hit; sum; nn.CrossEntropyLoss as a module) lowered to a logsumexp, a
+# gather and sums; a module with a class weight stays a PyTorch call.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -8,11 +9,15 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
+        self.loss = nn.CrossEntropyLoss(ignore_index=5)
+        self.weighted = nn.CrossEntropyLoss(weight=torch.rand(12) + 0.5)
 
     def forward(self, predictions, targets):
         first = F.cross_entropy(predictions, targets)
         second = F.cross_entropy(predictions * 2.0, targets, ignore_index=3, reduction="sum")
-        return first, second
+        third = self.loss(predictions - 1.0, targets)
+        fourth = self.weighted(predictions, targets)
+        return first, second, third, fourth
 
 
 def get_inputs():

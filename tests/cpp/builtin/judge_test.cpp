@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "builtin/builtin_proposer.h"
 #include "builtin/codegen.h"
@@ -222,7 +223,12 @@ TEST_F(BuiltinJudge, CrossEntropyIsLowered) {
   ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   int lse = 0;
   for (const auto& [i, op] : FormReductions(g, Plan())) lse += op.kind == "logsumexp";
-  EXPECT_EQ(lse, 2);
+  EXPECT_EQ(lse, 3);  // the functional ones and the module without a class weight
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("self.loss("), std::string::npos) << forward;
+  EXPECT_NE(forward.find("self.weighted("), std::string::npos) << forward;
   AllPlansPass("tests/corpus/builtin/cross_entropy.py", 1);
 }
 TEST_F(BuiltinJudge, KlDivIsLoweredToItsPointwiseTerms) {
@@ -309,6 +315,21 @@ TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/buil
 TEST_F(BuiltinJudge, RuntimeScalarsPass) { AllPlansPass("tests/corpus/builtin/runtime_scalar.py", 1); }
 TEST_F(BuiltinJudge, PointwiseLossesPass) { AllPlansPass("tests/corpus/builtin/pointwise_losses.py", 1); }
 TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
+TEST_F(BuiltinJudge, ScansAreGenerated) {
+  TaskRef t = Task("tests/corpus/builtin/scans.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::map<std::string, int> kinds;
+  for (const auto& [i, op] : FormReductions(g, Plan())) ++kinds[op.kind];
+  EXPECT_EQ(kinds["cumsum"], 3);
+  EXPECT_EQ(kinds["cumprod"], 1);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("cumsum("), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("cumprod("), std::string::npos) << forward;
+  AllPlansPass("tests/corpus/builtin/scans.py", 1);
+}
 TEST_F(BuiltinJudge, EvalModeBatchNormsAreElementwise) {
   TaskRef t = Task("tests/corpus/builtin/eval_norms.py");
   Graph g;
