@@ -881,6 +881,19 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     kv["MOD"] = op.module.empty() ? "None" : "mod";
     const int ablock = 1024;
     kv["AB"] = I(ablock);
+    // Few long rows with a weight per position of the row (a layer norm over
+    // large trailing dims): the apply walks the rows (below), not the flat tensor.
+    const bool by_rows = !(s.split == 1 && s.block_r >= g.R) && op.affine && op.ch_div == 1 && op.ch_mod == g.R &&
+                         op.row_div == g.R && g.rows <= 64 && g.R >= (int64_t{1} << 16);
+    kv["FLAT_APPLY"] = by_rows ? "" : Fill(R"(@triton.jit
+def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c]
+    offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
+    mask = offs < {NUMEL}
+{APPLY}    tl.store(out + offs, y, mask=mask)
+
+
+)", kv);
     o << Fill(head + R"({K0}    lo = tl.program_id(1) * {CHUNK}
     a1 = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
     a2 = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
@@ -897,15 +910,7 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
         tl.store(shift + rows, tl.sum(k0, axis=1), mask=rm)
 
 
-@triton.jit
-def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
-    # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c]
-    offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
-    mask = offs < {NUMEL}
-{APPLY}    tl.store(out + offs, y, mask=mask)
-
-
-def _ax_red{K}_stats({XARGS}, mod):
+{FLAT_APPLY}def _ax_red{K}_stats({XARGS}, mod):
     """x made contiguous (None with a prologue), its per-row mean and biased
     variance, and the affine parameters for an apply kernel (a tensor argument
     stands in for a missing one; has_b)."""
@@ -972,12 +977,9 @@ def _ax_red{K}({XARGS}, mod):
 
 
 )", kv);
-    } else if (op.affine && op.ch_div == 1 && op.ch_mod == g.R && op.row_div == g.R && g.rows <= 64 &&
-               g.R >= (int64_t{1} << 16)) {
-      // Few long rows with a weight per position of the row (a layer norm
-      // over large trailing dims): each program takes a chunk of positions
-      // through every row, so its weights come from DRAM once, not once per
-      // row.
+    } else if (by_rows) {
+      // Each program takes a chunk of positions through every row, so its
+      // weights come from DRAM once, not once per row.
       o << Fill(R"(@triton.jit
 def _ax_red{K}_apply_rows({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
     # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c], row by row
