@@ -46,8 +46,11 @@ bool IsScalarConstant(const Node& n, double* value) {
 namespace {
 
 // An operand: a float32 tensor node that broadcasts to shape, a number, or
-// a number passed to forward (a runtime scalar).
-bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, EwOperand* out) {
+// a number passed to forward (a runtime scalar). With allow_bool, also a bool
+// tensor: loaded as 0.0 / 1.0, which is PyTorch's promotion of it in an
+// arithmetic operator whose result is float32.
+bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, EwOperand* out,
+             bool allow_bool = false) {
   if (!a || !a->is_object()) return false;
   if (a->contains("node")) {
     const Node* src = g.Find((*a)["node"].get<std::string>());
@@ -56,7 +59,7 @@ bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, E
       return true;
     }
     if (src && IsScalarConstant(*src, &out->value)) return true;
-    if (!src || !src->is_tensor || src->dtype != kF32) return false;
+    if (!src || !src->is_tensor || (src->dtype != kF32 && !(allow_bool && src->dtype == "torch.bool"))) return false;
     if (src->shape.size() > shape.size()) return false;
     for (size_t i = 0; i < src->shape.size(); ++i) {
       int64_t s = src->shape[src->shape.size() - 1 - i], o = shape[shape.size() - 1 - i];
@@ -195,7 +198,8 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     if (!OnlyKwargs(n, {"alpha", "other", "exponent"})) return false;
     EwOperand a, b;
     const json* second = n.Arg(1, fn == "pow" ? "exponent" : "other");
-    if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || !Operand(g, second, n.shape, &b)) return false;
+    const bool bools = fn != "pow";  // the node's result is float32 (checked above)
+    if (!Operand(g, n.Arg(0, "input"), n.shape, &a, bools) || !Operand(g, second, n.shape, &b, bools)) return false;
     if (a.node.empty() && b.node.empty()) return false;
     if (fn == "pow") {
       if (!b.node.empty() || a.node.empty()) return false;

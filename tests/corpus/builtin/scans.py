@@ -1,7 +1,8 @@
 # Builtin compiler corpus: cumulative sums and products (torch.cumsum,
 # torch.cumprod, Tensor.cumsum) along the last dimension (rows longer than one
 # tile, so the running total carries between tiles), along a middle dimension,
-# and of elementwise work only the scan reads (a masked cumsum: prologue).
+# and of elementwise work only the scan reads (a cumsum of x times a bool mask:
+# prologue).
 import torch
 import torch.nn as nn
 

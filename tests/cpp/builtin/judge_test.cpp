@@ -328,6 +328,14 @@ TEST_F(BuiltinJudge, ScansAreGenerated) {
   const std::string forward = src.substr(src.find("class ModelNew"));
   EXPECT_EQ(forward.find("cumsum("), std::string::npos) << forward;
   EXPECT_EQ(forward.find("cumprod("), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("operator.mul("), std::string::npos) << "x * mask (a bool mask) is generated\n" << forward;
+  // with the prologue plan, x * mask is computed inside the scan's kernel
+  Plan pro;
+  pro.reduce_prologue = true;
+  ASSERT_TRUE(Generate(g, t.source, pro, &src).ok());
+  EXPECT_NE(src.find("v_cumsum_1 = _ax_red1(v_x, v_mask)"), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/scans.py", 1);
 }
 TEST_F(BuiltinJudge, EvalModeBatchNormsAreElementwise) {
