@@ -97,35 +97,24 @@ std::string Fill(std::string t, const std::map<std::string, std::string>& kv) {
   return t;
 }
 
-// Lines with four leading spaces fewer (kernel lines written for a loop body,
-// used at the kernel's top level).
-std::string Dedent4(const std::string& lines) {
+// Each line of `lines` shifted by four spaces: fewer (kernel lines written for
+// a loop body, used at the kernel's top level) or more (the other way round).
+std::string Shift4(const std::string& lines, bool deeper) {
   std::string out;
   size_t at = 0;
   while (at < lines.size()) {
     size_t end = lines.find('\n', at);
     if (end == std::string::npos) end = lines.size();
     std::string line = lines.substr(at, end - at);
-    if (line.rfind("    ", 0) == 0) line = line.substr(4);
+    if (deeper && !line.empty()) line = "    " + line;
+    if (!deeper && line.rfind("    ", 0) == 0) line = line.substr(4);
     out += line + "\n";
     at = end + 1;
   }
   return out;
 }
-
-// Lines with four more leading spaces (top-level kernel lines used inside a loop).
-std::string Indent4(const std::string& lines) {
-  std::string out;
-  size_t at = 0;
-  while (at < lines.size()) {
-    size_t end = lines.find('\n', at);
-    if (end == std::string::npos) end = lines.size();
-    const std::string line = lines.substr(at, end - at);
-    out += (line.empty() ? line : "    " + line) + "\n";
-    at = end + 1;
-  }
-  return out;
-}
+std::string Dedent4(const std::string& lines) { return Shift4(lines, false); }
+std::string Indent4(const std::string& lines) { return Shift4(lines, true); }
 
 // Python expressions of the address formula over row2 ([BLOCK_M, 1]) and r ([1, BLOCK_R]).
 std::string BaseExpr(const Geometry& g) {
