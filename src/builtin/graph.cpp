@@ -1,8 +1,9 @@
 #include "builtin/graph.h"
 
 #include <cstdio>
-#include <sstream>
 #include <set>
+
+#include "builtin/reduce.h"
 
 namespace ax::builtin {
 
@@ -379,10 +380,8 @@ bool LowerEvalBatchNorm(const json& jn, const json& out, std::set<std::string>* 
   const std::string mean = per_channel("running_mean"), var = per_channel("running_var");
   const std::string veps = FreshName(names, name, "var_eps"), inv = FreshName(names, name, "invstd"),
                     cen = FreshName(names, name, "centred");
-  std::ostringstream e;
-  e.precision(17);
-  e << eps;
-  node(veps, "call_function", "add", "operator.add", json::array({N(var), {{"repr", e.str()}, {"value", eps}}}), T(cs));
+  node(veps, "call_function", "add", "operator.add", json::array({N(var), {{"repr", PyFloat(eps)}, {"value", eps}}}),
+       T(cs));
   node(inv, "call_function", "rsqrt", "torch.rsqrt", json::array({N(veps)}), T(cs));
   node(cen, "call_function", "sub", "operator.sub", json::array({args[0], N(mean)}), T(xs));
   std::string cur = cen;
