@@ -351,6 +351,9 @@ TEST_F(BuiltinJudge, EvalModeBatchNormsAreElementwise) {
     EXPECT_EQ(forward.find(m), std::string::npos) << m << " is generated\n" << forward;
   }
   EXPECT_NE(forward.find("self.bn.running_var"), std::string::npos) << "the buffers are read each call\n" << forward;
+  // x * 2, the 2-d norm, + 1 and relu are one kernel: x * 2 is never written
+  EXPECT_EQ(forward.find("v_mul = "), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("v_bn = "), std::string::npos) << forward;
   AllPlansPass("tests/corpus/builtin/eval_norms.py", 1);
 }
 TEST_F(BuiltinJudge, LongLayerNormsReadTheirWeightsOnce) {
