@@ -567,8 +567,8 @@ std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>&
 // sum, mean, max or min (no prologue, not rewritten away) whose value only
 // that group reads, the group of the reduction's input shape, applying no
 // norm, reading the value broadcast back over exactly the reduced dimensions
-// (so the value at a flat index is its row's); and rows many and short
-// enough for one program per row block.
+// (so the value at a flat index is its row's); and rows that suit it
+// (EpilogueFits).
 struct RedEpi {
   size_t main = 0;                     // the group of the reduction's input shape
   size_t pre = static_cast<size_t>(-1);  // a group of the value's shape between them, or none
@@ -589,7 +589,7 @@ std::map<size_t, RedEpi> FormRedEpilogues(const Graph& g, const std::vector<Grou
     const auto& [ni, op] = reds[k];
     if (skip_reds.count(k)) continue;
     if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") continue;
-    if (op.geo.rows < 256 || op.geo.R > (int64_t{1} << 17)) continue;
+    if (!EpilogueFits(op)) continue;
     const Node& rn = g.nodes[ni];
     // the one group that reads the nodes in `names`, or -1
     auto reader = [&](const std::vector<std::string>& names) -> long {

@@ -522,6 +522,16 @@ std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
   return o;
 }
 
+bool EpilogueFits(const RedOp& op) {
+  const Geometry& g = op.geo;
+  if (g.rows < 256 || g.R > (int64_t{1} << 17)) return false;
+  // Rows along the last dimension longer than one block: the second loop's
+  // re-read misses the cache, and one kernel was measured slower than the
+  // reduction plus an elementwise kernel (H200: 0.46-0.64 vs 0.65 of copy at
+  // 65535 and 262144 elements per row).
+  return RowsContiguous(g) || Pow2Ceil(g.R) <= 4096;
+}
+
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::string* src,
                      const ReductionPrologue* pro, const ReductionEpilogue* epi) {
   const Geometry& g = op.geo;

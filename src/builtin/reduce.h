@@ -104,6 +104,11 @@ struct ReductionEpilogue {
   std::string lines;
 };
 
+// Whether op's rows suit a reduction epilogue (one program per row block,
+// the row read a second time from cache): rows many enough, and short enough
+// for the re-read to hit.
+bool EpilogueFits(const RedOp& op);
+
 // The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
 // The launcher takes the input tensor, and for a norm also the module; a
 // norm also gets `_ax_red<k>_stats(x, mod)` -> (x contiguous, mean, var, w, b, has_b),

@@ -6,6 +6,7 @@
 #include "builtin/codegen.h"
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
+#include "builtin/reduce.h"
 
 namespace ax::builtin {
 namespace {
@@ -447,6 +448,21 @@ TEST(Proposer, DeclinesUntraceableTasks) {
   EXPECT_TRUE(p.source.empty());
   EXPECT_TRUE(p.stop_run);
   EXPECT_EQ(p.note, "cannot trace: dynamic control flow");
+}
+
+TEST(Reduce, EpiloguesOnlyWhereTheRowIsReadFromCacheAgain) {
+  auto fits = [](const std::vector<int64_t>& shape, std::vector<int> dims) {
+    RedOp op;
+    op.kind = "sum";
+    op.in_shape = shape;
+    EXPECT_TRUE(MakeGeometry(shape, dims, &op.geo));
+    return EpilogueFits(op);
+  };
+  EXPECT_TRUE(fits({512, 4096}, {1}));        // last-dim rows of one block
+  EXPECT_FALSE(fits({512, 65535}, {1}));      // longer last-dim rows: measured slower in one kernel
+  EXPECT_TRUE(fits({4, 300, 4096}, {1}));     // over a middle dimension: small tiles of many rows
+  EXPECT_FALSE(fits({100, 64}, {1}));         // too few rows
+  EXPECT_FALSE(fits({2, 1 << 18, 256}, {1}));  // middle-dimension rows far too long
 }
 
 }  // namespace
