@@ -312,6 +312,17 @@ TEST_F(BuiltinJudge, MatmulsPass) {
 TEST_F(BuiltinJudge, AffineSigmoidPasses) { AllPlansPass("tests/corpus/builtin/affine_sigmoid.py", 1); }
 TEST_F(BuiltinJudge, ReductionsPass) { AllPlansPass("tests/corpus/builtin/reductions.py", 1); }
 TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/builtin/arg_reductions.py", 1); }
+TEST_F(BuiltinJudge, ArgReductionsOfNanAndInfPass) {
+  TaskRef t = Task("tests/corpus/builtin/arg_special.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  size_t kernels = 0;
+  for (size_t at = src.find("def _ax_red"); at != std::string::npos; at = src.find("def _ax_red", at + 1)) ++kernels;
+  EXPECT_EQ(kernels, 8u) << src;  // four reductions, each a kernel and its launcher
+  AllPlansPass("tests/corpus/builtin/arg_special.py", 0);
+}
 TEST_F(BuiltinJudge, RuntimeScalarsPass) { AllPlansPass("tests/corpus/builtin/runtime_scalar.py", 1); }
 TEST_F(BuiltinJudge, PointwiseLossesPass) { AllPlansPass("tests/corpus/builtin/pointwise_losses.py", 1); }
 TEST_F(BuiltinJudge, NormsPass) { AllPlansPass("tests/corpus/builtin/norms.py", 1); }
