@@ -120,6 +120,12 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
     const std::string x0 = "(" + x + ")", t = "(" + a[1] + ")";
     if (op.variant == "log_target") {
       *out = "tl.exp(" + t + ") * (" + t + " - " + x0 + ")";
+    } else if (op.variant == "log_ratio") {
+      // x0 is p (the input was log(p)). As PyTorch's xlogy(t, t) - t * log(p):
+      // 0 where t == 0 unless log(p) is infinite or NaN (then 0 * log(p) is
+      // NaN), NaN where t < 0 (log t is).
+      *out = "tl.where(" + t + " == 0.0, tl.where((" + x0 + " > 0.0) & (" + x0 + " < float('inf')), 0.0, float('nan')), " +
+             "tl.where(" + t + " < 0.0, float('nan'), " + t + " * tl.log(" + t + " / " + x0 + ")))";
     } else {
       *out = "tl.where(" + t + " == 0.0, 0.0, " + t + " * tl.log(" + t + ")) - " + t + " * " + x0;
     }

@@ -248,6 +248,15 @@ TEST_F(BuiltinJudge, KlDivIsLoweredToItsPointwiseTerms) {
   EXPECT_EQ(forward.find(".kl_div("), std::string::npos) << "no PyTorch kl_div left\n" << src;
   AllPlansPass("tests/corpus/builtin/kl_div.py", 1);
 }
+TEST_F(BuiltinJudge, KlDivOfALogIsOneLogarithm) {
+  TaskRef t = Task("tests/corpus/builtin/kl_edges.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  EXPECT_NE(src.find("(x1) * tl.log((x1) / (x0))"), std::string::npos) << src;  // t * log(t / p)
+  AllPlansPass("tests/corpus/builtin/kl_edges.py", 1);
+}
 TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
   TaskRef t = Task("tests/corpus/builtin/middle_reductions.py");
   Graph g;
