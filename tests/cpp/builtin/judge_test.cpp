@@ -257,6 +257,17 @@ TEST_F(BuiltinJudge, KlDivOfALogIsOneLogarithm) {
   EXPECT_NE(src.find("(x1) * tl.log((x1) / (x0))"), std::string::npos) << src;  // t * log(t / p)
   AllPlansPass("tests/corpus/builtin/kl_edges.py", 1);
 }
+TEST_F(BuiltinJudge, SoftmaxRowsInOneTileTakeOnePass) {
+  TaskRef t = Task("tests/corpus/builtin/softmax_rows.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  EXPECT_NE(src.find("e / tot[:, None]"), std::string::npos) << src;                 // softmax, one pass
+  EXPECT_NE(src.find("v - (safe + tl.log(tot)[:, None])"), std::string::npos) << src;  // log_softmax
+  EXPECT_NE(src.find("m_new = tl.maximum"), std::string::npos) << src;  // 40 along dim 1: online, in tiles of 16
+  AllPlansPass("tests/corpus/builtin/softmax_rows.py", 0);
+}
 TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
   TaskRef t = Task("tests/corpus/builtin/middle_reductions.py");
   Graph g;
