@@ -116,6 +116,21 @@ std::string Shift4(const std::string& lines, bool deeper) {
 std::string Dedent4(const std::string& lines) { return Shift4(lines, false); }
 std::string Indent4(const std::string& lines) { return Shift4(lines, true); }
 
+// Launchers of the softmax-family kernels: one value per row (logsumexp), or
+// the input's shape (softmax, log_softmax).
+const char* const kRowLauncher = R"({LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return out
+
+
+)";
+const char* const kSameShapeLauncher = R"({LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return out
+
+
+)";
+
 // Python expressions of the address formula over row2 ([BLOCK_M, 1]) and r ([1, BLOCK_R]).
 std::string BaseExpr(const Geometry& g) {
   std::string a, b;
@@ -751,26 +766,11 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     tot = tl.sum(e, axis=1)
 )";
     if (op.kind == "logsumexp") {
-      body += R"(    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)
-
-
-{LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
-    return out
-
-
-)";
+      body += std::string("    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)\n\n\n") + kRowLauncher;
     } else {
       body += std::string("    tl.store(out + addr, ") +
-              (op.kind == "softmax" ? "e / tot[:, None]" : "v - (safe + tl.log(tot)[:, None])") + R"(, mask=m)
-
-
-{LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
-    return out
-
-
-)";
+              (op.kind == "softmax" ? "e / tot[:, None]" : "v - (safe + tl.log(tot)[:, None])") + ", mask=m)\n\n\n" +
+              kSameShapeLauncher;
     }
     o << Fill(body, kv);
   } else if (op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp") {
@@ -787,31 +787,18 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
 )";
     if (op.kind == "logsumexp") {
-      body += R"(    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)
-
-
-{LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
-    return out
-
-
-)";
+      body += std::string("    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)\n\n\n") + kRowLauncher;
     } else {
       body += op.kind == "softmax" ? "    mx2 = mx[:, None]\n    inv = 1.0 / tot[:, None]\n"
                                    : "    lt = mx[:, None] + tl.log(tot)[:, None]\n";
-      body += R"(    for r0 in range(0, {R}, BLOCK_R):
+      body += std::string(R"(    for r0 in range(0, {R}, BLOCK_R):
         r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
         addr = base + {OFF}
 {LOADV0}        tl.store(out + addr, {Y}, mask=m)
 
 
-{LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
-    _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
-    return out
-
-
-)";
+)") + kSameShapeLauncher;
       kv["Y"] = op.kind == "softmax" ? "tl.exp(v - mx2) * inv" : "v - lt";
     }
     o << Fill(body, kv);
