@@ -555,7 +555,7 @@ std::map<size_t, size_t> FormPrologues(const Graph& g, const std::vector<Group>&
     if (fed.count(ni)) continue;
     const Node* x = g.Find(op.input);
     // the reader: the reduction itself, or the max/min it absorbs
-    const int reader = op.absorbed.empty() ? ni : g.index.at(op.absorbed);
+    const int reader = op.absorbed.empty() ? ni : g.index.at(op.absorbed.front());
     if (!x || x->users.size() != 1 || x->users[0] != reader) continue;
     for (size_t j = 0; j < groups.size(); ++j) {
       const Group& grp = groups[j];
@@ -900,6 +900,11 @@ std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& pl
     RedOp op;
     if (ClassifyReduction(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
   }
+  // A node another reduction absorbs (the scan inside a reversed scan) is
+  // not one of its own.
+  std::set<std::string> absorbed;
+  for (const auto& [i, op] : out) absorbed.insert(op.absorbed.begin(), op.absorbed.end());
+  std::erase_if(out, [&](const auto& r) { return absorbed.count(g.nodes[r.first].name) > 0; });
   return out;
 }
 
@@ -955,7 +960,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   for (size_t k = 0; k < reds.size(); ++k) {
     written.red[k] = plan.RedFor(k);
     red_of[reds[k].first] = k;
-    if (!reds[k].second.absorbed.empty()) absorbed.insert(reds[k].second.absorbed);
+    absorbed.insert(reds[k].second.absorbed.begin(), reds[k].second.absorbed.end());
   }
   written.gsched.resize(gemms.size());
   std::map<int, size_t> gemm_of;  // node -> GEMM index

@@ -86,6 +86,17 @@ const Node* Input(const Graph& g, const Node& n) {
   return src;
 }
 
+// A flip of a float32 tensor over exactly one dimension: that dimension.
+bool FlipDim(const Graph& g, const Node& n, int* d) {
+  const bool flip = (n.op == "call_function" && n.callable == "torch.flip") || (n.op == "call_method" && n.target == "flip");
+  if (!flip || !OnlyKw(n, {"dims", "input"}) || n.args.size() > 2) return false;
+  const Node* x = Input(g, n);
+  std::vector<int> dims;
+  if (!x || !Dims(n.Arg(1, "dims"), x->shape.size(), false, &dims) || dims.size() != 1) return false;
+  *d = dims[0];
+  return true;
+}
+
 std::string I(int64_t v) { return std::to_string(v); }
 
 // Replaces every {KEY} in t.
@@ -407,12 +418,38 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     op.input = x->name;
     op.in_shape = x->shape;
     op.kind = src->target == "max" ? "amax" : "amin";
-    op.absorbed = src->name;
+    op.absorbed = {src->name};
     if (!MakeGeometry(x->shape, dims, &op.geo)) return false;
     int64_t out_numel = 1;
     for (auto v : n.shape) out_numel *= v;
     if (out_numel != op.geo.rows) return false;
     *out = op;
+    return true;
+  }
+  if (int d_out = -1; FlipDim(g, n, &d_out)) {
+    // flip(cumsum(flip(x, d), d), d): the scan from the end of each row, one
+    // read of x; the inner flip and the scan (each read only by the next)
+    // are absorbed.
+    const Node* scan = Input(g, n);
+    RedOp inner;
+    if (!scan || scan->users.size() != 1 || !ClassifyReduction(g, *scan, &inner) ||
+        (inner.kind != "cumsum" && inner.kind != "cumprod") || inner.reverse) {
+      return false;
+    }
+    const Node* f = g.Find(inner.input);
+    std::vector<int> sd;
+    int d_in = -1;
+    if (!f || f->users.size() != 1 || !FlipDim(g, *f, &d_in) ||
+        !Dims(scan->Arg(1, "dim"), scan->shape.size(), false, &sd) || sd.size() != 1 || sd[0] != d_in ||
+        d_in != d_out) {
+      return false;
+    }
+    const Node* x = Input(g, *f);
+    inner.input = x->name;
+    inner.in_shape = x->shape;
+    inner.reverse = true;
+    inner.absorbed = {f->name, scan->name};
+    *out = inner;
     return true;
   }
   if (n.op == "call_function") {
@@ -810,16 +847,23 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     const bool prod = op.kind == "cumprod";
     kv["PARAMS"] = xparams + ", out, ";
     kv["NEUTRAL"] = prod ? "1.0" : "0.0";
-    kv["SCAN"] = prod ? "tl.cumprod(v, axis=1) * carry[:, None]" : "tl.cumsum(v, axis=1) + carry[:, None]";
+    const std::string rev = op.reverse ? ", reverse=True" : "";
+    kv["SCAN"] = prod ? "tl.cumprod(v, axis=1" + rev + ") * carry[:, None]" : "tl.cumsum(v, axis=1" + rev + ") + carry[:, None]";
     kv["LOADS"] = load(prod ? "1.0" : "0.0", true);
+    // Reversed: the tiles from the last, each scanned from its end; the
+    // running total is the first column of the tile after it (padding lanes,
+    // at the row's end, hold the neutral element).
+    kv["TILES"] = op.reverse ? "    for i in range(0, " + I(CeilDiv(g.R, s.block_r)) + "):\n        r0 = (" +
+                                   I(CeilDiv(g.R, s.block_r) - 1) + " - i) * BLOCK_R\n"
+                             : "    for r0 in range(0, " + I(g.R) + ", BLOCK_R):\n";
+    kv["CARRY_AT"] = op.reverse ? "r0" : "r0 + BLOCK_R - 1";
     o << Fill(head + R"(    carry = tl.full([BLOCK_M], {NEUTRAL}, tl.float32)
-    for r0 in range(0, {R}, BLOCK_R):
-        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+{TILES}        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
         m = rmask & (r < {R})
         addr = base + {OFF}
 {LOADS}        c = {SCAN}
         tl.store(out + addr, c, mask=m)
-        carry = tl.sum(tl.where(r == r0 + BLOCK_R - 1, c, 0.0), axis=1)
+        carry = tl.sum(tl.where(r == {CARRY_AT}, c, 0.0), axis=1)
 
 
 {LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)

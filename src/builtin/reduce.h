@@ -41,7 +41,7 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 
 struct RedOp {
   std::string kind;        // sum | mean | amax | amin | argmax | argmin | logsumexp | softmax | log_softmax | norm
-                           // | maxpool | avgpool
+                           // | maxpool | avgpool | cumsum | cumprod
   std::string input;       // the node read
   std::string module;      // norm: the module's path (its weight, bias and running statistics)
   std::string norm_class;  // LayerNorm, GroupNorm, InstanceNorm2d, BatchNorm2d, ...
@@ -53,7 +53,11 @@ struct RedOp {
   int64_t row_div = 1, row_mod = 1;  // norm apply: row of a flat index = (flat // row_div) % row_mod
   bool running_stats = false;        // batch norm in training: update running_mean / running_var
   double momentum = 0.1;
-  std::string absorbed;              // max/min(x, dim)[0]: the max/min node, not emitted
+  // Nodes this reduction replaces, not emitted; the first reads `input`:
+  // max/min(x, dim)[0]: the max/min node; a reversed scan: the inner flip
+  // and the scan.
+  std::vector<std::string> absorbed;
+  bool reverse = false;              // cumsum/cumprod of flip(scan(flip(x, d), d), d): from the row's end
   // maxpool / avgpool over the trailing len(pool_k) dimensions of [N, C, ...]
   std::vector<int64_t> pool_k, pool_s, pool_p, pool_d;  // window, stride, padding, dilation (max only)
   bool count_include_pad = true;

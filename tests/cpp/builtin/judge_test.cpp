@@ -369,6 +369,23 @@ TEST_F(BuiltinJudge, ScansAreGenerated) {
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/scans.py", 1);
 }
+TEST_F(BuiltinJudge, ReversedScansReadTheirInputOnce) {
+  TaskRef t = Task("tests/corpus/builtin/reverse_scans.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int reversed = 0, forward = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) {
+    reversed += op.reverse;
+    forward += !op.reverse && op.kind == "cumsum";
+  }
+  EXPECT_EQ(reversed, 3);  // a, b and c; d's flip is read twice, e flips another dimension
+  EXPECT_EQ(forward, 2);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  EXPECT_NE(src.find("tl.cumsum(v, axis=1, reverse=True)"), std::string::npos) << src;
+  EXPECT_NE(src.find("tl.cumprod(v, axis=1, reverse=True)"), std::string::npos) << src;
+  AllPlansPass("tests/corpus/builtin/reverse_scans.py", 0);
+}
 TEST_F(BuiltinJudge, EvalModeBatchNormsAreElementwise) {
   TaskRef t = Task("tests/corpus/builtin/eval_norms.py");
   Graph g;
