@@ -67,6 +67,12 @@ class BuiltinJudge : public ::testing::Test {
     s = ParseGraph(j, g);
     ASSERT_TRUE(s.ok()) << s.message();
   }
+  // The task's graph and the source generated for it under the default plan.
+  static void Generated(const TaskRef& t, Graph* g, std::string* src) {
+    ASSERT_NO_FATAL_FAILURE(Traced(t, g));
+    Status s = Generate(*g, t.source, Plan(), src);
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
   static TaskRef Task(const std::string& rel) {
     TaskRef t;
     Status s = ReadTask(std::string(ADAEXPLORE_SOURCE_DIR) + "/" + rel, &t);
@@ -251,18 +257,16 @@ TEST_F(BuiltinJudge, KlDivIsLoweredToItsPointwiseTerms) {
 TEST_F(BuiltinJudge, KlDivOfALogIsOneLogarithm) {
   TaskRef t = Task("tests/corpus/builtin/kl_edges.py");
   Graph g;
-  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   std::string src;
-  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  ASSERT_NO_FATAL_FAILURE(Generated(t, &g, &src));
   EXPECT_NE(src.find("(x1) * tl.log((x1) / (x0))"), std::string::npos) << src;  // t * log(t / p)
   AllPlansPass("tests/corpus/builtin/kl_edges.py", 1);
 }
 TEST_F(BuiltinJudge, SoftmaxRowsInOneTileTakeOnePass) {
   TaskRef t = Task("tests/corpus/builtin/softmax_rows.py");
   Graph g;
-  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   std::string src;
-  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  ASSERT_NO_FATAL_FAILURE(Generated(t, &g, &src));
   EXPECT_NE(src.find("e / tot[:, None]"), std::string::npos) << src;                 // softmax, one pass
   EXPECT_NE(src.find("v - (safe + tl.log(tot)[:, None])"), std::string::npos) << src;  // log_softmax
   EXPECT_NE(src.find("m_new = tl.maximum"), std::string::npos) << src;  // 40 along dim 1: online, in tiles of 16
@@ -271,9 +275,8 @@ TEST_F(BuiltinJudge, SoftmaxRowsInOneTileTakeOnePass) {
 TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
   TaskRef t = Task("tests/corpus/builtin/middle_reductions.py");
   Graph g;
-  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   std::string src;
-  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  ASSERT_NO_FATAL_FAILURE(Generated(t, &g, &src));
   // each reduction over dim 1 takes rows of one [*, 300] block per program
   EXPECT_NE(src.find("blocks of 300 consecutive rows"), std::string::npos) << src;
   EXPECT_NE(src.find("ob = (tl.program_id(0) // 2)"), std::string::npos) << "two programs per block\n" << src;
@@ -335,9 +338,8 @@ TEST_F(BuiltinJudge, ArgReductionsAndSeluPass) { AllPlansPass("tests/corpus/buil
 TEST_F(BuiltinJudge, ArgReductionsOfNanAndInfPass) {
   TaskRef t = Task("tests/corpus/builtin/arg_special.py");
   Graph g;
-  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   std::string src;
-  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  ASSERT_NO_FATAL_FAILURE(Generated(t, &g, &src));
   size_t kernels = 0;
   for (size_t at = src.find("def _ax_red"); at != std::string::npos; at = src.find("def _ax_red", at + 1)) ++kernels;
   EXPECT_EQ(kernels, 8u) << src;  // four reductions, each a kernel and its launcher
@@ -372,7 +374,8 @@ TEST_F(BuiltinJudge, ScansAreGenerated) {
 TEST_F(BuiltinJudge, ReversedScansReadTheirInputOnce) {
   TaskRef t = Task("tests/corpus/builtin/reverse_scans.py");
   Graph g;
-  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::string src;
+  ASSERT_NO_FATAL_FAILURE(Generated(t, &g, &src));
   int reversed = 0, forward = 0;
   for (const auto& [i, op] : FormReductions(g, Plan())) {
     reversed += op.reverse;
@@ -380,8 +383,6 @@ TEST_F(BuiltinJudge, ReversedScansReadTheirInputOnce) {
   }
   EXPECT_EQ(reversed, 3);  // a, b and c; d's flip is read twice, e flips another dimension
   EXPECT_EQ(forward, 2);
-  std::string src;
-  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
   EXPECT_NE(src.find("tl.cumsum(v, axis=1, reverse=True)"), std::string::npos) << src;
   EXPECT_NE(src.find("tl.cumprod(v, axis=1, reverse=True)"), std::string::npos) << src;
   AllPlansPass("tests/corpus/builtin/reverse_scans.py", 0);
