@@ -244,8 +244,24 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
           cands.push_back({"split", c});
         }
       }
+      if (CoopFits(reds[k].second)) {
+        // The split-row kernel: on or off (the other knobs back to their
+        // defaults), and its programs per SM doubled or halved.
+        RedSchedule c;
+        c.coop = cur.coop > 0 ? -1 : (reds[k].second.kind == "norm" ? 4 : 8);
+        if (dist == 1) cands.insert(cands.begin(), {"split-row kernel", c});
+        if (cur.coop > 0) {
+          for (int up : {1, 0}) {
+            c = cur;
+            c.coop = up ? std::min(32, cur.coop * f) : std::max(1, cur.coop / f);
+            cands.push_back({"programs per SM", c});
+          }
+        }
+      }
       for (const auto& [knob, c] : cands) {
         if (static_cast<int64_t>(c.block_m) * c.block_r > 16384) continue;
+        // a change the schedule resolves away would only repeat the parent
+        if (ResolveSchedule(reds[k].second, c) == cur) continue;
         Plan q = parent;
         q.red.resize(std::max(q.red.size(), reds.size()));
         for (size_t j = 0; j < reds.size(); ++j) q.red[j] = ResolveSchedule(reds[j].second, parent.RedFor(j));

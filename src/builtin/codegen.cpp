@@ -35,7 +35,11 @@ json Plan::ToJson() const {
   }
   if (!red.empty()) {
     json r = json::array();
-    for (const auto& k : red) r.push_back({k.block_r, k.block_m, k.warps, k.split});
+    for (const auto& k : red) {
+      json e = {k.block_r, k.block_m, k.warps, k.split};
+      if (k.coop != 0) e.push_back(k.coop);
+      r.push_back(e);
+    }
     j["red"] = r;
   }
   return j;
@@ -71,10 +75,11 @@ Status Plan::FromJson(const json& j, Plan* out) {
       }
     }
     for (const auto& k : j.value("red", json::array())) {
-      RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>()};
+      RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>(),
+                    k.size() > 4 ? k.at(4).get<int>() : 0};
       auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
       if (!pow2_or_auto(r.block_r) || !pow2_or_auto(r.block_m) || r.warps < 0 || r.warps > 32 || r.split < 0 ||
-          r.split > 4096) {
+          r.split > 4096 || r.coop < -1 || r.coop > 32) {
         return Status::Error("plan has a bad reduction schedule");
       }
       p.red.push_back(r);
@@ -1211,6 +1216,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   if (!task_source.empty() && task_source.back() != '\n') out << "\n";
   out << "\n\n# ---- adaexplore builtin kernels ----\n"
       << "import builtins\nimport math\nimport operator\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n";
+  if (kernel_src.find("_ax_coop_launch(") != std::string::npos) out << CoopLaunchHelper();
   out << kernel_src;
   out << "class ModelNew(Model):\n    def forward(self";
   for (const auto& p : params) out << ", " << p;

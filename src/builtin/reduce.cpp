@@ -165,6 +165,87 @@ bool RContiguous(const Geometry& g) { return (g.IN == 1 && g.S3 == 1) || g.IN >=
 // rows / RD outer blocks), and r steps over whole rows.
 bool RowsContiguous(const Geometry& g) { return g.IN == 1 && g.S2 == 1 && g.RD > 1 && g.S3 == g.RD; }
 
+// The split-row kernel's head: work item `item` is chunk item % KS of row
+// item // KS, in registers as v ([1, CHUNK]); PHASE 2 runs with every program
+// resident (a cooperative launch), PHASE 0 and 1 are its two halves in two
+// ordinary launches.
+const char* const kCoopHead = R"(@triton.jit
+def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
+                    KP: tl.constexpr{CONSTS}):
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: a
+    # program keeps its chunk in registers while the row's programs exchange partial results
+    # through pa, pb and the row's counter, so x is read once
+    for t in range(0, ROUNDS):
+        item = tl.program_id(0) + t * G
+        if item < {ROWS} * KS:
+            rows = (tl.zeros([1], dtype=tl.int32) + item // KS){CAST}
+            rvalid = rows < {ROWS}
+            row2 = rows[:, None]
+            rmask = rvalid[:, None]
+            base = {BASE}
+            r = ((item % KS) * CHUNK + tl.arange(0, CHUNK)[None, :]){CAST}
+            m = rmask & (r < {R})
+            addr = base + {OFF}
+{LOADC})";
+
+// Waits until the KS programs of the row have stored their partial results;
+// ks, at: the row's partial results.
+const char* const kCoopWait = R"(            if PHASE != 0:
+                seen = tl.atomic_add(cnt + item // KS, 0, sem='acquire')
+                while seen < KS:
+                    seen = tl.atomic_add(cnt + item // KS, 0, sem='acquire')
+                ks = tl.arange(0, KP)
+                at = (item // KS) * KS + ks
+)";
+
+const char* const kCoopLaunch = R"(    _ax_coop_launch(_ax_red{K}_coop, {DEV}, ({XARGS}, {COOP_OUTS}pa, pb, cnt), {ROWS} * {KS}, {KS}, {PER_SM},
+                    {COOP_META}CHUNK={CCHUNK}, KS={KS}, KP={KP}, num_warps={CW})
+)";
+
+const char* const kCoopBuffers = R"(    pa = torch.empty(({ROWS} * {KS},), device={DEV}, dtype=torch.float32)
+    pb = torch.empty(({ROWS} * {KS},), device={DEV}, dtype=torch.float32)
+    cnt = torch.zeros(({ROWS},), device={DEV}, dtype=torch.int32)
+)";
+
+}  // namespace
+
+const char* CoopLaunchHelper() {
+  return R"(import os
+
+_ax_coop_fits = {}
+
+
+def _ax_coop_launch(kernel, dev, args, items, ks, per_sm, **meta):
+    """Runs a split-row kernel over `items` chunks, `ks` per row. On a GPU: one
+    cooperative launch of per_sm programs per SM (fewer when they do not fit),
+    every program resident, so the programs of a row can wait for each other's
+    partial results while keeping their chunks in registers (x read once).
+    Under the interpreter, off CUDA, or when no such grid fits: two ordinary
+    launches, the partial results and then the rest (x read twice)."""
+    if dev.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        key = (kernel, per_sm, dev.index)
+        p = _ax_coop_fits.get(key, per_sm)
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        while p > 0:
+            g = min(sms * p // ks * ks, items)
+            if g > 0:
+                try:
+                    kernel[(g,)](*args, g, ROUNDS=triton.cdiv(items, g), PHASE=2, launch_cooperative_grid=True, **meta)
+                    _ax_coop_fits[key] = p
+                    return
+                except RuntimeError as e:
+                    if "cooperative" not in str(e):
+                        raise
+            p -= 1
+        _ax_coop_fits[key] = 0
+    kernel[(items,)](*args, items, ROUNDS=1, PHASE=0, **meta)
+    kernel[(items,)](*args, items, ROUNDS=1, PHASE=1, **meta)
+
+
+)";
+}
+
+namespace {
 }  // namespace
 
 std::string PyFloat(double v) {
@@ -499,6 +580,22 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
   return true;
 }
 
+// Whether op can run as one split-row kernel: a softmax, log_softmax or norm
+// over contiguous rows too long for one tile, in at most 512 chunks.
+namespace {
+// Contiguous rows too long for one tile, in at most 512 chunks (the programs
+// of a row must all be resident at once: 528 is 4 per SM on an H200).
+bool CoopRows(const Geometry& g) { return RContiguous(g) && Pow2Ceil(g.R) > 4096 && CeilDiv(g.R, 16384) <= 512; }
+// Big enough that a split-row kernel is the default (its host work, about
+// three small allocations and a zero fill, is then noise).
+bool CoopByDefault(const Geometry& g) { return g.numel() >= (int64_t{1} << 22); }
+}  // namespace
+
+bool CoopFits(const RedOp& op) {
+  if (op.kind != "softmax" && op.kind != "log_softmax" && op.kind != "norm") return false;
+  return CoopRows(op.geo);
+}
+
 RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   RedSchedule s = want;
   if (op.kind == "maxpool" || op.kind == "avgpool") {
@@ -508,6 +605,7 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
     s.block_m = std::min(s.block_m, 4096);
     if (s.warps <= 0) s.warps = 4;
     s.split = 1;
+    s.coop = 0;
     return s;
   }
   const Geometry& g = op.geo;
@@ -524,6 +622,23 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   if ((op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp") && rc && s.block_r <= 0 &&
       Pow2Ceil(g.R) <= 4096) {
     s.block_r = static_cast<int>(Pow2Ceil(g.R));  // the whole row in one tile: one pass
+  }
+  s.coop = want.coop < 0 ? -1 : 0;  // kept off when asked to be (a plan's other changes must not turn it on)
+  if (CoopFits(op) && (want.coop > 0 || (want.coop == 0 && CoopByDefault(g)))) {
+    // Rows longer than a tile: one split-row kernel, each program holding a
+    // chunk in registers (H200, best of 9 configurations per shape: softmax
+    // over [4096, 393216] 0.80 of copy with 4096-element chunks, 4 warps, 8
+    // programs per SM; instance norm over [7168, 262144] 0.86 with 8192, 8
+    // warps, 4 per SM; the two-kernel plans reach 0.63-0.67 there).
+    const bool sm = op.kind != "norm";
+    s.coop = want.coop > 0 ? std::min(want.coop, 32) : (sm ? 8 : 4);
+    if (s.block_r <= 0) s.block_r = sm ? 4096 : 8192;
+    s.block_r = std::clamp(s.block_r, 1024, 16384);
+    if (CeilDiv(g.R, s.block_r) > 512) s.block_r = static_cast<int>(std::min<int64_t>(16384, Pow2Ceil(CeilDiv(g.R, 512))));
+    s.block_m = 1;
+    if (s.warps <= 0) s.warps = sm ? 4 : 8;
+    s.split = 1;
+    return s;
   }
   if (RowsContiguous(g)) {
     // rows side by side in memory, r strided: a wide tile along the rows, so
@@ -616,12 +731,22 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
     }
   }
   RedSchedule s = ResolveSchedule(op, req);
+  // A split-row kernel (cs.coop > 0) replaces the softmax's kernel or the
+  // norm's apply; a norm's statistics kernel (for `_stats`) keeps the schedule
+  // it would have without.
+  const RedSchedule cs = s;
+  if (cs.coop > 0) {
+    RedSchedule off;
+    off.coop = -1;
+    s = ResolveSchedule(op, off);
+  }
   if (epi) {
     if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") {
       return Status::Error("a reduction epilogue needs a sum, mean, max or min");
     }
     s.split = 1;  // the whole row in one program: its value is needed there
   }
+
   const bool big = g.numel() >= (int64_t{1} << 31) - (int64_t{1} << 20);
   const int64_t chunk = CeilDiv(CeilDiv(g.R, s.split), s.block_r) * s.block_r;
   std::map<std::string, std::string> kv = {
@@ -658,6 +783,15 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
                                     : op.kind == "cumprod" ? "1.0"
                                                            : "0.0";
   kv["LOADV"] = load(neutral_other, false);
+  if (cs.coop > 0) {
+    const int64_t ks = CeilDiv(g.R, cs.block_r);
+    kv["CCHUNK"] = I(cs.block_r);
+    kv["KS"] = I(ks);
+    kv["KP"] = I(std::max<int64_t>(2, Pow2Ceil(ks)));
+    kv["CW"] = I(cs.warps);
+    kv["PER_SM"] = I(cs.coop);
+    kv["LOADC"] = Indent4(load(neutral_other, true));
+  }
   kv["LOADV0"] = load("0.0", true);
   std::ostringstream o;
   // Rows that are consecutive addresses within outer blocks of RD (and more
@@ -784,6 +918,32 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 {LAUNCH_HEAD}    out = torch.empty(({ROWS},), device={DEV}, dtype=torch.int64)
     _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out.reshape({OUT_SHAPE})
+
+
+)", kv);
+  } else if (cs.coop > 0 && (op.kind == "softmax" || op.kind == "log_softmax")) {
+    // Chunk partials: the chunk's maximum and the sum of exp(v - maximum).
+    kv["PARAMS"] = xparams + ", out, ";
+    kv["COOP_OUTS"] = "out, ";
+    kv["COOP_META"] = "";
+    kv["CONSTS"] = "";
+    kv["YC"] = op.kind == "softmax" ? "tl.exp(v - safe) / tot" : "v - (safe + tl.log(tot))";
+    o << Fill(std::string(kCoopHead) + R"(            if PHASE != 1:
+                A = tl.max(tl.max(v, axis=1), axis=0)
+                e = tl.exp(v - tl.where(A == float('-inf'), 0.0, A))
+                tl.store(pa + item, A)
+                tl.store(pb + item, tl.sum(tl.sum(e, axis=1), axis=0))
+                tl.atomic_add(cnt + item // KS, 1, sem='release')
+)" + kCoopWait + R"(                av = tl.load(pa + at, mask=ks < KS, other=float('-inf'), volatile=True)
+                bv = tl.load(pb + at, mask=ks < KS, other=0.0, volatile=True)
+                mx = tl.max(av, axis=0)
+                safe = tl.where(mx == float('-inf'), 0.0, mx)
+                tot = tl.sum(bv * tl.exp(av - safe), axis=0)
+                tl.store(out + addr, {YC}, mask=m)
+
+
+{LAUNCH_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+)" + kCoopBuffers + kCoopLaunch + R"(    return out
 
 
 )", kv);
@@ -955,7 +1115,11 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
       if (at == std::string::npos) return Status::Error("norm apply lines changed");
       apply.replace(at, xload.size(), "    m = mask\n" + Dedent4(pro->load("0.0")));
       rows_apply.replace(0, xload.size(), "    m = mask\n" + Dedent4(pro->load("0.0")));
-      kv["K0"] = "    m = rmask\n    offs = base\n" + Dedent4(pro->load("0.0")) + "    k0 = v\n";
+      // The row's first element, through tiles of the loop's shape (Triton
+      // needs m, offs, v and the prologue's values to keep their types
+      // across the loop below): only column 0 is read.
+      kv["K0"] = "    m = rmask & (tl.arange(0, BLOCK_R)[None, :] < 1)\n    offs = base + (tl.arange(0, BLOCK_R)[None, :] * 0)" +
+                 kv["CAST"] + "\n" + Dedent4(pro->load("0.0")) + "    k0 = tl.sum(v, axis=1)[:, None]\n";
       kv["NORM_HEAD"] = pro->head;
       kv["XRET"] = "None";
       kv["WB"] = pro->tensor;
@@ -974,9 +1138,9 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
     kv["AB"] = I(ablock);
     // Few long rows with a weight per position of the row (a layer norm over
     // large trailing dims): the apply walks the rows (below), not the flat tensor.
-    const bool by_rows = !(s.split == 1 && s.block_r >= g.R) && op.affine && op.ch_div == 1 && op.ch_mod == g.R &&
+    const bool by_rows = cs.coop <= 0 && !(s.split == 1 && s.block_r >= g.R) && op.affine && op.ch_div == 1 && op.ch_mod == g.R &&
                          op.row_div == g.R && g.rows <= 64 && g.R >= (int64_t{1} << 16);
-    kv["FLAT_APPLY"] = by_rows ? "" : Fill(R"(@triton.jit
+    kv["FLAT_APPLY"] = by_rows || cs.coop > 0 ? "" : Fill(R"(@triton.jit
 def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
     # ({KIND}) y = (x - mean[row]) / sqrt(var[row] + eps) * weight[c] + bias[c]
     offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)){CAST}
@@ -1027,20 +1191,60 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
 
 
 )", kv);
-    if (s.split == 1 && s.block_r >= g.R) {
-      // One pass: the row stays in registers between its statistics (exact
-      // two-pass variance over the registers) and its apply.
+    std::string aff;
+    if (op.affine) {
       std::string ch = "(addr // " + I(op.ch_div) + ") % " + I(op.ch_mod);
       if (op.ch_div == 1) ch = "addr % " + I(op.ch_mod);
-      std::string aff;
-      if (op.affine) {
-        aff = "    c = " + ch + "\n    y = y * tl.load(w + c, mask=m, other=0.0)\n"
-              "    if HAS_B:\n        y = y + tl.load(b + c, mask=m, other=0.0)\n";
-      }
+      aff = "    c = " + ch + "\n    y = y * tl.load(w + c, mask=m, other=0.0)\n"
+            "    if HAS_B:\n        y = y + tl.load(b + c, mask=m, other=0.0)\n";
+    }
+    kv["EPS"] = PyFloat(op.eps);
+    kv["RUNNING"] = running;
+    if (cs.coop > 0) {
+      // Chunk partials: the chunk's sum and its sum of squared deviations from
+      // the chunk's mean (exact, from registers), merged per row by Chan's
+      // formula; the chunk of item i holds min(CHUNK, R - i * CHUNK) elements.
+      kv["PARAMS"] = xparams + ", out, mean_out, var_out, w, b, ";
+      kv["CONSTS"] = ", HAS_B: tl.constexpr";
+      kv["COOP_OUTS"] = "out, mean, var, w, b, ";
+      kv["COOP_META"] = "HAS_B=getattr(mod, \"bias\", None) is not None, ";
+      kv["AFFC"] = Indent4(Indent4(Indent4(aff)));
+      o << Fill(std::string(kCoopHead) + R"(            if PHASE != 1:
+                v0 = tl.where(m, v, 0.0)
+                n_i = tl.minimum({R} - (item % KS) * CHUNK, CHUNK).to(tl.float32)
+                cs = tl.sum(tl.sum(v0, axis=1), axis=0)
+                d = tl.where(m, v - cs / n_i, 0.0)
+                tl.store(pa + item, cs)
+                tl.store(pb + item, tl.sum(tl.sum(d * d, axis=1), axis=0))
+                tl.atomic_add(cnt + item // KS, 1, sem='release')
+)" + kCoopWait + R"(                sv = tl.load(pa + at, mask=ks < KS, other=0.0, volatile=True)
+                qv = tl.load(pb + at, mask=ks < KS, other=0.0, volatile=True)
+                nv = tl.where(ks < KS, tl.minimum({R} - ks * CHUNK, CHUNK), 0).to(tl.float32)
+                mu = tl.sum(sv, axis=0) / {R}.0
+                dm = tl.where(ks < KS, sv / tl.maximum(nv, 1.0) - mu, 0.0)
+                va = tl.sum(qv + nv * dm * dm, axis=0) / {R}.0
+                y = (v - mu) / tl.sqrt(va + {EPS})
+{AFFC}                tl.store(out + addr, y, mask=m)
+                if item % KS == 0:
+                    tl.store(mean_out + item // KS, mu)
+                    tl.store(var_out + item // KS, va)
+
+
+def _ax_red{K}({XARGS}, mod):
+{NORM_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    mean = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    var = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
+    b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
+)" + kCoopBuffers + kCoopLaunch + R"({RUNNING}    return out
+
+
+)", kv);
+    } else if (s.split == 1 && s.block_r >= g.R) {
+      // One pass: the row stays in registers between its statistics (exact
+      // two-pass variance over the registers) and its apply.
       kv["AFF"] = aff;
       kv["LOAD1"] = Dedent4(load("0.0", true));
-      kv["EPS"] = PyFloat(op.eps);
-      kv["RUNNING"] = running;
       kv["PARAMS"] = xparams + ", out, mean_out, var_out, w, b, HAS_B: tl.constexpr, ";
       std::string head1 = head;
       head1.replace(head1.find("_kernel("), 8, "_kernel_one(");

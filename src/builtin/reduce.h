@@ -14,6 +14,8 @@
 //                                   window (its own kernel; geo.rows = outputs)
 //   logsumexp                    -> one value per row (online max and sum)
 //   softmax, log_softmax         -> x's shape (an online pass, then a write pass)
+//                                   (long rows of a large tensor: one split-row
+//                                   kernel, RedSchedule::coop, for norms too)
 //   norm (layer/group/instance/batch norm, training statistics)
 //                                -> x's shape: a statistics kernel (split over R
 //                                   when rows are few), then an apply kernel over
@@ -71,9 +73,20 @@ std::string PyShape(const std::vector<int64_t>& s);
 bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out);
 
 // Schedule of a reduction kernel (0 = chosen from the geometry).
+// coop: softmax, log_softmax and norms over long contiguous rows as one
+// split-row kernel (each row split over programs that keep their chunk in
+// registers and exchange partial results, so x is read once); requested: 0
+// chosen from the geometry, -1 off, n > 0 on with n programs per SM; resolved:
+// n > 0 when used (block_r is then the chunk a program holds), else -1 when
+// asked off and 0 when not chosen.
 struct RedSchedule {
-  int block_r = 0, block_m = 0, warps = 0, split = 0;
+  int block_r = 0, block_m = 0, warps = 0, split = 0, coop = 0;
+  bool operator==(const RedSchedule&) const = default;
 };
+
+// Whether op can run as one split-row kernel (RedSchedule::coop): a softmax,
+// log_softmax or norm over contiguous rows too long for one tile.
+bool CoopFits(const RedOp& op);
 
 // The schedule actually used for op under the requested one.
 RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
@@ -124,6 +137,10 @@ bool EpilogueFits(const RedOp& op);
 // returns the epilogue's outputs.
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src,
                      const ReductionPrologue* pro = nullptr, const ReductionEpilogue* epi = nullptr);
+
+// The Python helper `_ax_coop_launch` that split-row (coop) launchers call:
+// generated once per file, after the imports (it needs os, torch, triton).
+const char* CoopLaunchHelper();
 
 // Triton lines (4-space indented) applying norm op to the elements at `offs`
 // (under `mask`): they read x<sfx>, mean<sfx>, var<sfx>, w<sfx>, b<sfx> and

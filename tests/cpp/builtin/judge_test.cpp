@@ -272,6 +272,70 @@ TEST_F(BuiltinJudge, SoftmaxRowsInOneTileTakeOnePass) {
   EXPECT_NE(src.find("m_new = tl.maximum"), std::string::npos) << src;  // 40 along dim 1: online, in tiles of 16
   AllPlansPass("tests/corpus/builtin/softmax_rows.py", 0);
 }
+TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
+  TaskRef t = Task("tests/corpus/builtin/split_rows.py");
+  Graph g;
+  std::string src;
+  ASSERT_NO_FATAL_FAILURE(Generated(t, &g, &src));
+  // small tensors: the default plan keeps the two-kernel forms
+  EXPECT_EQ(src.find("_ax_coop_launch("), std::string::npos) << src;
+  // every softmax and norm here as a split-row kernel, in chunks of 1024
+  Plan plan;
+  size_t fits = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) {
+    RedSchedule r;
+    if (CoopFits(op)) {
+      r.block_r = 1024;
+      r.coop = 2;
+      ++fits;
+    }
+    plan.red.push_back(r);
+  }
+  EXPECT_EQ(fits, 5u);
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  size_t launches = 0;
+  for (size_t at = src.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
+       at = src.find("    _ax_coop_launch(_ax_red", at + 1)) {
+    ++launches;
+  }
+  EXPECT_EQ(launches, fits) << src;
+  EXPECT_NE(src.find("KS=5, KP=8"), std::string::npos) << "5000 in chunks of 1024\n" << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // turning the kernel off from there is a small step the search can take
+  Plan back;
+  ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
+  EXPECT_EQ(back.red.size(), plan.red.size());
+  EXPECT_EQ(back.RedFor(0).coop, plan.RedFor(0).coop);
+  // from that parent, small steps turn the kernel off and change its programs per SM
+  std::unique_ptr<search::Proposer> prop;
+  ASSERT_TRUE(MakeBuiltinProposer(judge_, t, Opts(), &prop).ok());
+  search::StepContext ctx;
+  ctx.large = false;
+  ctx.prompt.parent.source = src;
+  ctx.prompt.parent.verdict = "correct, 1.00x";
+  std::map<std::string, int> knobs;
+  for (int i = 0; i < 400; ++i) {
+    search::Proposal p = prop->Propose(ctx);
+    if (p.source.empty()) break;
+    size_t coops = 0;
+    for (size_t at = p.source.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
+         at = p.source.find("    _ax_coop_launch(_ax_red", at + 1)) {
+      ++coops;
+    }
+    if (p.note.find("split-row kernel") != std::string::npos) {
+      ++knobs["off"];
+      EXPECT_EQ(coops, fits - 1) << p.note;
+    }
+    if (p.note.find("programs per SM") != std::string::npos) {
+      ++knobs["per_sm"];
+      EXPECT_EQ(coops, fits) << p.note;
+    }
+  }
+  EXPECT_EQ(knobs["off"], static_cast<int>(fits));
+  EXPECT_GE(knobs["per_sm"], static_cast<int>(fits));
+  AllPlansPass("tests/corpus/builtin/split_rows.py", 0);
+}
 TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
   TaskRef t = Task("tests/corpus/builtin/middle_reductions.py");
   Graph g;
