@@ -336,6 +336,45 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
   EXPECT_GE(knobs["per_sm"], static_cast<int>(fits));
   AllPlansPass("tests/corpus/builtin/split_rows.py", 0);
 }
+// The interpreter runs kernels that Triton's GPU compiler rejects (a loop
+// variable whose shape changes in the loop): every large-step plan of these
+// tasks, and the split-row plan, compiled for sm_90 by Triton itself, on the CPU.
+TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
+  const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_compile_");
+  std::string files;
+  int n = 0;
+  for (const char* rel : {"tests/corpus/builtin/split_rows.py", "tests/corpus/builtin/norm_prologues.py",
+                          "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
+                          "tests/corpus/builtin/reverse_scans.py"}) {
+    TaskRef t = Task(rel);
+    Graph g;
+    ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+    std::vector<Plan> plans = BuiltinProposer(g, t.source).LargePlans();
+    Plan coop;
+    for (const auto& [i, op] : FormReductions(g, Plan())) {
+      RedSchedule r;
+      if (CoopFits(op)) r = RedSchedule{1024, 0, 0, 0, 2};
+      coop.red.push_back(r);
+    }
+    coop.reduce_prologue = true;
+    plans.push_back(coop);
+    for (const Plan& p : plans) {
+      std::string src;
+      if (!Generate(g, t.source, p, &src).ok()) continue;
+      const std::string path = dir + "/plan" + std::to_string(n++) + ".py";
+      ASSERT_TRUE(WriteFile(path, src));
+      files += " " + path;
+    }
+  }
+  ASSERT_GE(n, 20);
+  const std::string cmd = Python() + " " + std::string(ADAEXPLORE_SOURCE_DIR) +
+                          "/tests/support/triton_compile_check.py" + files + " > " + dir + "/out.txt 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string out = ReadFile(dir + "/out.txt").value_or("");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("kernels compiled for sm_90"), std::string::npos) << out;
+  RemoveTree(dir);
+}
 TEST_F(BuiltinJudge, MiddleReductionsReadAlongTheRows) {
   TaskRef t = Task("tests/corpus/builtin/middle_reductions.py");
   Graph g;
