@@ -207,6 +207,17 @@ const char* const kCoopBuffers = R"(    pa = torch.empty(({ROWS} * {KS},), devic
     cnt = torch.zeros(({ROWS},), device={DEV}, dtype=torch.int32)
 )";
 
+// The launcher of a norm that writes its output and per-row statistics itself
+// (one-pass and split-row kernels): allocations and the affine parameters (x
+// stands in for a missing one).
+const char* const kNormLaunchHead = R"(def _ax_red{K}({XARGS}, mod):
+{NORM_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
+    mean = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    var = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
+    b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
+)";
+
 }  // namespace
 
 const char* CoopLaunchHelper() {
@@ -1230,13 +1241,7 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
                     tl.store(var_out + item // KS, va)
 
 
-def _ax_red{K}({XARGS}, mod):
-{NORM_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
-    mean = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
-    var = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
-    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
-    b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
-)" + kCoopBuffers + kCoopLaunch + R"({RUNNING}    return out
+)" + kNormLaunchHead + kCoopBuffers + kCoopLaunch + R"({RUNNING}    return out
 
 
 )", kv);
@@ -1261,13 +1266,7 @@ def _ax_red{K}({XARGS}, mod):
     tl.store(var_out + rows, va, mask=rvalid)
 
 
-def _ax_red{K}({XARGS}, mod):
-{NORM_HEAD}    out = torch.empty({IN_SHAPE}, device={DEV}, dtype=torch.float32)
-    mean = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
-    var = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
-    w = mod.weight if getattr(mod, "weight", None) is not None else {WB}
-    b = mod.bias if getattr(mod, "bias", None) is not None else {WB}
-    _ax_red{K}_kernel_one[({GRID0},)]({XARGS}, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+)" + kNormLaunchHead + R"(    _ax_red{K}_kernel_one[({GRID0},)]({XARGS}, out, mean, var, w, b, HAS_B=getattr(mod, "bias", None) is not None, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
 {RUNNING}    return out
 
 

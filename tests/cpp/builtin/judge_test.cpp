@@ -73,6 +73,31 @@ class BuiltinJudge : public ::testing::Test {
     Status s = Generate(*g, t.source, Plan(), src);
     ASSERT_TRUE(s.ok()) << s.message();
   }
+  // How many split-row launches src makes.
+  static size_t CoopLaunches(const std::string& src) {
+    size_t n = 0;
+    for (size_t at = src.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
+         at = src.find("    _ax_coop_launch(_ax_red", at + 1)) {
+      ++n;
+    }
+    return n;
+  }
+  // A plan with every softmax and norm of g that can be one as a split-row
+  // kernel in chunks of 1024, two programs per SM; *fits: how many.
+  static Plan CoopPlan(const Graph& g, size_t* fits = nullptr) {
+    Plan plan;
+    size_t n = 0;
+    for (const auto& [i, op] : FormReductions(g, Plan())) {
+      RedSchedule r;
+      if (CoopFits(op)) {
+        r = RedSchedule{1024, 0, 0, 0, 2};
+        ++n;
+      }
+      plan.red.push_back(r);
+    }
+    if (fits) *fits = n;
+    return plan;
+  }
   static TaskRef Task(const std::string& rel) {
     TaskRef t;
     Status s = ReadTask(std::string(ADAEXPLORE_SOURCE_DIR) + "/" + rel, &t);
@@ -280,25 +305,11 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
   // small tensors: the default plan keeps the two-kernel forms
   EXPECT_EQ(src.find("_ax_coop_launch("), std::string::npos) << src;
   // every softmax and norm here as a split-row kernel, in chunks of 1024
-  Plan plan;
   size_t fits = 0;
-  for (const auto& [i, op] : FormReductions(g, Plan())) {
-    RedSchedule r;
-    if (CoopFits(op)) {
-      r.block_r = 1024;
-      r.coop = 2;
-      ++fits;
-    }
-    plan.red.push_back(r);
-  }
+  Plan plan = CoopPlan(g, &fits);
   EXPECT_EQ(fits, 5u);
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  size_t launches = 0;
-  for (size_t at = src.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
-       at = src.find("    _ax_coop_launch(_ax_red", at + 1)) {
-    ++launches;
-  }
-  EXPECT_EQ(launches, fits) << src;
+  EXPECT_EQ(CoopLaunches(src), fits) << src;
   EXPECT_NE(src.find("KS=5, KP=8"), std::string::npos) << "5000 in chunks of 1024\n" << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
@@ -318,11 +329,7 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
   for (int i = 0; i < 400; ++i) {
     search::Proposal p = prop->Propose(ctx);
     if (p.source.empty()) break;
-    size_t coops = 0;
-    for (size_t at = p.source.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
-         at = p.source.find("    _ax_coop_launch(_ax_red", at + 1)) {
-      ++coops;
-    }
+    const size_t coops = CoopLaunches(p.source);
     if (p.note.find("split-row kernel") != std::string::npos) {
       ++knobs["off"];
       EXPECT_EQ(coops, fits - 1) << p.note;
@@ -350,12 +357,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
     std::vector<Plan> plans = BuiltinProposer(g, t.source).LargePlans();
-    Plan coop;
-    for (const auto& [i, op] : FormReductions(g, Plan())) {
-      RedSchedule r;
-      if (CoopFits(op)) r = RedSchedule{1024, 0, 0, 0, 2};
-      coop.red.push_back(r);
-    }
+    Plan coop = CoopPlan(g);
     coop.reduce_prologue = true;
     plans.push_back(coop);
     for (const Plan& p : plans) {
