@@ -256,9 +256,6 @@ def _ax_coop_launch(kernel, dev, args, items, ks, per_sm, **meta):
 )";
 }
 
-namespace {
-}  // namespace
-
 std::string PyFloat(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -591,8 +588,6 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
   return true;
 }
 
-// Whether op can run as one split-row kernel: a softmax, log_softmax or norm
-// over contiguous rows too long for one tile, in at most 512 chunks.
 namespace {
 // Contiguous rows too long for one tile, in at most 512 chunks (the programs
 // of a row must all be resident at once: 528 is 4 per SM on an H200).
@@ -602,6 +597,7 @@ bool CoopRows(const Geometry& g) { return RContiguous(g) && Pow2Ceil(g.R) > 4096
 bool CoopByDefault(const Geometry& g) { return g.numel() >= (int64_t{1} << 22); }
 }  // namespace
 
+// A softmax, log_softmax or norm over such rows.
 bool CoopFits(const RedOp& op) {
   if (op.kind != "softmax" && op.kind != "log_softmax" && op.kind != "norm") return false;
   return CoopRows(op.geo);
