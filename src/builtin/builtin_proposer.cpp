@@ -20,6 +20,7 @@ std::string Describe(const Plan& p) {
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
   if (p.red_epilogue) s += ", elementwise kernels run inside the reductions they read";
+  if (p.siblings) s += ", sibling reductions over shared inputs in one kernel";
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -71,6 +72,15 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     plans.push_back(narrow);
   }
   plans.push_back(Plan());
+  // Reductions over the same rows of shared inputs in one kernel (each input
+  // read once), with their elementwise work inside: first after the default,
+  // as it saves whole passes.
+  {
+    Plan sib;
+    sib.siblings = true;
+    sib.reduce_prologue = CountReducePrologues(graph_, Plan()) > 0;
+    if (CountSiblingReductions(graph_, sib) > 0) plans.push_back(sib);
+  }
   // Elementwise work computed inside the reduction that reads it.
   if (CountReducePrologues(graph_, Plan()) > 0) {
     Plan pro;

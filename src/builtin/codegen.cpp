@@ -3,6 +3,7 @@
 #include "builtin/ewgen.h"
 #include "builtin/gemm.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -27,6 +28,7 @@ json Plan::ToJson() const {
   if (norm_epilogue) j["normepi"] = true;
   if (reduce_prologue) j["prologue"] = true;
   if (red_epilogue) j["redepi"] = true;
+  if (siblings) j["siblings"] = true;
   if (algebra) j["algebra"] = true;
   if (gemm) {
     json gs = json::array();
@@ -64,6 +66,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
     p.norm_epilogue = j.value("normepi", false);
     p.reduce_prologue = j.value("prologue", false);
     p.red_epilogue = j.value("redepi", false);
+    p.siblings = j.value("siblings", false);
     p.algebra = j.value("algebra", false);
     if (j.contains("gemm")) {
       p.gemm = true;
@@ -874,6 +877,121 @@ std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan) 
   return out;
 }
 
+namespace {
+
+// Sibling reductions (plan siblings): leader -> the later reductions computed
+// in its kernel. Members are sums, means, maxima or minima over the same rows
+// of one shape (no epilogue, not rewritten away), each read through its
+// prologue or directly, sharing a tensor input with an earlier member; a
+// later member's inputs are all computed before the leader, whose place in
+// the forward the fused launch takes.
+std::map<size_t, std::vector<size_t>> FormSiblings(const Graph& g, const std::vector<Group>& groups,
+                                                   const std::vector<std::pair<int, RedOp>>& reds,
+                                                   const std::map<size_t, size_t>& prologue_of,
+                                                   const std::set<size_t>& skip) {
+  auto eligible = [&](size_t k) {
+    const RedOp& op = reds[k].second;
+    return !skip.count(k) && op.absorbed.empty() &&
+           (op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin");
+  };
+  auto inputs = [&](size_t k) {
+    if (auto p = prologue_of.find(k); p != prologue_of.end()) return groups[p->second].inputs;
+    return std::vector<std::string>{reds[k].second.input};
+  };
+  auto same_rows = [](const RedOp& a, const RedOp& b) {
+    const Geometry &x = a.geo, &y = b.geo;
+    return a.in_shape == b.in_shape && x.rows == y.rows && x.R == y.R && x.RD == y.RD && x.S1 == y.S1 &&
+           x.S2 == y.S2 && x.IN == y.IN && x.S3 == y.S3;
+  };
+  std::map<size_t, std::vector<size_t>> out;
+  std::set<size_t> taken;
+  for (size_t k = 0; k < reds.size(); ++k) {
+    if (taken.count(k) || !eligible(k)) continue;
+    std::set<std::string> tensors;  // the members' tensor inputs so far
+    for (const auto& in : inputs(k)) {
+      if (!g.Find(in)->is_number) tensors.insert(in);
+    }
+    for (size_t k2 = k + 1; k2 < reds.size(); ++k2) {
+      if (taken.count(k2) || !eligible(k2) || !same_rows(reds[k].second, reds[k2].second)) continue;
+      bool shares = false, ready = true;
+      for (const auto& in : inputs(k2)) {
+        shares = shares || tensors.count(in) > 0;
+        ready = ready && g.index.at(in) < static_cast<size_t>(reds[k].first);
+      }
+      if (!shares || !ready) continue;
+      for (const auto& in : inputs(k2)) {
+        if (!g.Find(in)->is_number) tensors.insert(in);
+      }
+      out[k].push_back(k2);
+      taken.insert(k2);
+    }
+    if (out.count(k)) taken.insert(k);
+  }
+  return out;
+}
+
+// The values sibling reductions read, computed in one kernel: the union of
+// their prologue groups (or their inputs, read directly) with each shared
+// input loaded once; results[j] is member j's value.
+Status MakeSiblingPrologue(const Graph& g, const std::vector<const Group*>& pro, const std::vector<std::string>& direct,
+                           const std::vector<int64_t>& shape, ReductionPrologue* out,
+                           std::vector<std::string>* inputs) {
+  Group u;
+  u.shape = shape;
+  std::vector<std::string> result_nodes;
+  auto add_input = [&](const std::string& in) {
+    if (std::find(u.inputs.begin(), u.inputs.end(), in) == u.inputs.end()) u.inputs.push_back(in);
+  };
+  for (size_t j = 0; j < pro.size(); ++j) {
+    if (!pro[j]) {
+      add_input(direct[j]);
+      result_nodes.push_back(direct[j]);
+      continue;
+    }
+    if (pro[j]->outputs.size() != 1) return Status::Error("a prologue has one output");
+    for (const auto& in : pro[j]->inputs) add_input(in);
+    u.nodes.insert(u.nodes.end(), pro[j]->nodes.begin(), pro[j]->nodes.end());
+    u.ops.insert(pro[j]->ops.begin(), pro[j]->ops.end());
+    result_nodes.push_back(pro[j]->outputs[0]);
+  }
+  const size_t first_tensor = FirstTensorInput(g, u);
+  if (first_tensor == u.inputs.size()) return Status::Error("sibling reductions without tensor inputs");
+  ReductionPrologue p;
+  std::map<std::string, std::string> names;
+  for (size_t i = 0; i < u.inputs.size(); ++i) {
+    const std::string si = std::to_string(i);
+    const Node& in = *g.Find(u.inputs[i]);
+    p.params.push_back("in" + si);
+    p.head += InputPrelude(in, i);
+    names[u.inputs[i]] = in.is_number ? "in" + si : "pin" + si;
+    if (!in.is_number) p.lines += InputLoad(in, u, i, "pin" + si, "m", "        ");
+  }
+  Status st = RenderGroupOps(g, u, "        ", &names, &p.lines);
+  if (!st.ok()) return st;
+  for (const auto& r : result_nodes) p.results.push_back(names.at(r));
+  p.tensor = "in" + std::to_string(first_tensor);
+  *inputs = u.inputs;
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int CountSiblingReductions(const Graph& g, const Plan& plan) {
+  std::vector<Group> groups = FormGroups(g, plan.Fusion());
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
+  std::map<size_t, size_t> prologue_of;
+  if (plan.reduce_prologue) {
+    std::set<int> fed;
+    std::vector<std::map<size_t, NormFeed>> feeds =
+        plan.norm_epilogue ? FormFeeds(g, groups, reds, &fed) : std::vector<std::map<size_t, NormFeed>>(groups.size());
+    prologue_of = FormPrologues(g, groups, reds, feeds, fed);
+  }
+  int n = 0;
+  for (const auto& [k, f] : FormSiblings(g, groups, reds, prologue_of, {})) n += static_cast<int>(f.size());
+  return n;
+}
+
 int CountReducePrologues(const Graph& g, const Plan& plan) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
   std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
@@ -1014,7 +1132,18 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       if (e.has_pre()) inside.insert(e.pre);
     }
   }
-  if (kernels) *kernels -= static_cast<int>(inside.size() - chain_groups.size());
+  // Sibling reductions computed in one kernel, launched at the leader.
+  std::map<size_t, std::vector<size_t>> sib_of;  // leader -> the later members
+  std::set<size_t> follower;
+  std::map<size_t, std::vector<std::string>> sib_inputs;  // leader -> its launcher's inputs
+  if (plan.siblings) {
+    std::set<size_t> skip;
+    for (const auto& [k, i] : linred_of) skip.insert(k);
+    for (const auto& [k, e] : epi_of) skip.insert(k);
+    sib_of = FormSiblings(g, groups, reds, prologue_of, skip);
+    for (const auto& [k, f] : sib_of) follower.insert(f.begin(), f.end());
+  }
+  if (kernels) *kernels -= static_cast<int>(inside.size() - chain_groups.size() + follower.size());
   // A kernel that is not launched has no schedule of its own: the marker (and
   // so the source) is the same whatever a small step set there.
   for (size_t k : inside) written.sched[k] = KernelSchedule();
@@ -1035,6 +1164,28 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (auto it = linred_of.find(k); it != linred_of.end()) {
       written.red[k] = RedSchedule();
       kernel_src += EmitLinearReduce(g, linreds[it->second], reds[k].second, it->second);
+      continue;
+    }
+    if (follower.count(k)) {
+      written.red[k] = RedSchedule();  // computed in its leader's kernel
+      continue;
+    }
+    if (auto sb = sib_of.find(k); sb != sib_of.end()) {
+      std::vector<size_t> members = {k};
+      members.insert(members.end(), sb->second.begin(), sb->second.end());
+      std::vector<const RedOp*> ops;
+      std::vector<const Group*> pg;
+      std::vector<std::string> direct;
+      for (size_t m : members) {
+        ops.push_back(&reds[m].second);
+        const auto p = prologue_of.find(m);
+        pg.push_back(p == prologue_of.end() ? nullptr : &groups[p->second]);
+        direct.push_back(p == prologue_of.end() ? reds[m].second.input : "");
+      }
+      ReductionPrologue pro;
+      Status st = MakeSiblingPrologue(g, pg, direct, reds[k].second.in_shape, &pro, &sib_inputs[k]);
+      if (st.ok()) st = EmitSiblingReductions(ops, k, written.RedFor(k), pro, &kernel_src);
+      if (!st.ok()) return st;
       continue;
     }
     ReductionPrologue pro;
@@ -1158,6 +1309,18 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && epi_of.count(it->second)) {
       continue;  // computed inside the kernel of the group that reads it
+    }
+    if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && follower.count(it->second)) {
+      continue;  // computed with its sibling reductions, at the first of them
+    }
+    if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && sib_of.count(it->second)) {
+      body << "        " << v;
+      for (size_t m : sib_of.at(it->second)) body << ", " << Var(g.nodes[reds[m].first].name);
+      body << " = _ax_red" << it->second << "(";
+      const auto& ins = sib_inputs.at(it->second);
+      for (size_t j = 0; j < ins.size(); ++j) body << (j ? ", " : "") << Var(ins[j]);
+      body << ")\n";
+      continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;

@@ -42,6 +42,10 @@ struct Plan {
   // own shape runs inside the reduction's kernel (ReductionEpilogue): the
   // reduced value stays in registers; short rows are read once.
   bool red_epilogue = false;
+  // Sibling reductions: sums, means, maxima and minima over the same rows of
+  // inputs they share (after their prologues) run as one kernel that reads
+  // each shared input once and keeps one accumulator per reduction.
+  bool siblings = false;
   std::vector<RedSchedule> red;     // per generated reduction, in order (0 = from the geometry)
   RedSchedule RedFor(size_t k) const { return k < red.size() ? red[k] : RedSchedule(); }
   // nn.Linear layers become Triton GEMMs (gemm.h), each with the elementwise
@@ -83,6 +87,10 @@ int CountRedEpilogues(const Graph& g, const Plan& plan);
 // How many elementwise kernels plan would compute inside the reduction that
 // reads them (with reduce_prologue set).
 int CountReducePrologues(const Graph& g, const Plan& plan);
+
+// How many reductions plan would run inside the kernel of an earlier
+// sibling reduction (with siblings set).
+int CountSiblingReductions(const Graph& g, const Plan& plan);
 
 // The source of ModelNew for graph under plan; *kernels says how many Triton
 // kernels it launches (an error when there would be none: nothing to fuse).

@@ -165,6 +165,33 @@ bool RContiguous(const Geometry& g) { return (g.IN == 1 && g.S3 == 1) || g.IN >=
 // rows / RD outer blocks), and r steps over whole rows.
 bool RowsContiguous(const Geometry& g) { return g.IN == 1 && g.S2 == 1 && g.RD > 1 && g.S3 == g.RD; }
 
+// A reduction kernel's signature and its rows (rows, rvalid, row2, rmask,
+// base) for the template filler: blocked, each program takes BLOCK_M rows of
+// one block of RD consecutive rows (see EmitReduction).
+std::string RowHead(bool blocked) {
+  return blocked ? R"(@triton.jit
+def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}: blocks of {RD} consecutive rows
+    ob = (tl.program_id(0) // {NB}){CAST}
+    i = (tl.program_id(0) % {NB}) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = ob * {RD} + i
+    rvalid = i < {RD}
+    row2 = rows[:, None]
+    rmask = rvalid[:, None]
+    base = ob * {S1} + i[:, None]
+)"
+                 : R"(@triton.jit
+def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)){CAST}
+    rvalid = rows < {ROWS}
+    row2 = rows[:, None]
+    rmask = row2 < {ROWS}
+    base = {BASE}
+)";
+}
+
+
 // The split-row kernel's head: work item `item` is chunk item % KS of row
 // item // KS, in registers as v ([1, CHUNK]); PHASE 2 runs with every program
 // resident (a cooperative launch), PHASE 0 and 1 are its two halves in two
@@ -219,6 +246,82 @@ const char* const kNormLaunchHead = R"(def _ax_red{K}({XARGS}, mod):
 )";
 
 }  // namespace
+
+Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, const RedSchedule& want,
+                              const ReductionPrologue& pro, std::string* src) {
+  if (ops.size() < 2 || pro.results.size() != ops.size()) return Status::Error("sibling reductions need two or more");
+  const RedOp& lead = *ops[0];
+  const Geometry& g = lead.geo;
+  std::string kinds;
+  for (const RedOp* op : ops) {
+    if (op->kind != "sum" && op->kind != "mean" && op->kind != "amax" && op->kind != "amin") {
+      return Status::Error("sibling reductions are sums, means, maxima or minima");
+    }
+    const Geometry& h = op->geo;
+    if (op->in_shape != lead.in_shape || h.rows != g.rows || h.R != g.R || h.RD != g.RD || h.S1 != g.S1 ||
+        h.S2 != g.S2 || h.IN != g.IN || h.S3 != g.S3) {
+      return Status::Error("sibling reductions over different rows");
+    }
+    kinds += (kinds.empty() ? "" : ", ") + op->kind;
+  }
+  RedSchedule s = ResolveSchedule(lead, want);
+  const bool big = g.numel() >= (int64_t{1} << 31) - (int64_t{1} << 20);
+  const int64_t chunk = CeilDiv(CeilDiv(g.R, s.split), s.block_r) * s.block_r;
+  const bool blocked = RowsContiguous(g) && g.RD < g.rows;
+  std::string xparams;
+  for (size_t i = 0; i < pro.params.size(); ++i) xparams += (i ? ", " : "") + pro.params[i];
+  std::string outs, accs, combine, stores, allocs, parts, rets;
+  for (size_t j = 0; j < ops.size(); ++j) {
+    const RedOp& op = *ops[j];
+    const std::string sj = I(static_cast<int64_t>(j));
+    const std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
+    const std::string reduce = op.kind == "amax" ? "tl.max" : op.kind == "amin" ? "tl.min" : "tl.sum";
+    const std::string v = "tl.where(m, " + pro.results[j] + ", " + neutral + ")";
+    outs += "out" + sj + ", ";
+    parts += ", part" + sj;
+    accs += "    acc" + sj + " = tl.full([BLOCK_M, BLOCK_R], " + neutral + ", tl.float32)\n";
+    combine += "        acc" + sj + " = " +
+               (op.kind == "amax"   ? "tl.maximum(acc" + sj + ", " + v + ")"
+                : op.kind == "amin" ? "tl.minimum(acc" + sj + ", " + v + ")"
+                                    : "acc" + sj + " + " + v) +
+               "\n";
+    const std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";
+    stores += "    tl.store(out" + sj + " + tl.program_id(1) * " + I(g.rows) + " + rows, " + reduce + "(acc" + sj +
+              ", axis=1)" + post + ", mask=rvalid)\n";
+    allocs += "    part" + sj + " = torch.empty((" + I(s.split) + ", " + I(g.rows) + "), device=" + pro.tensor +
+              ".device, dtype=torch.float32)\n";
+    std::string merge = s.split == 1 ? "part" + sj + "[0]"
+                        : op.kind == "amax" ? "part" + sj + ".amax(0)"
+                        : op.kind == "amin" ? "part" + sj + ".amin(0)"
+                                            : "part" + sj + ".sum(0)";
+    if (op.kind == "mean" && s.split > 1) merge += " / " + PyFloat(static_cast<double>(g.R));
+    rets += (j ? ", " : "") + std::string("(") + merge + ").reshape(" + PyShape(op.out_shape) + ")";
+  }
+  std::map<std::string, std::string> kv = {
+      {"K", I(static_cast<int64_t>(k))}, {"ROWS", I(g.rows)}, {"R", I(g.R)}, {"CHUNK", I(chunk)},
+      {"SPLIT", I(s.split)}, {"BM", I(s.block_m)}, {"BR", I(s.block_r)}, {"W", I(s.warps)},
+      {"BASE", BaseExpr(g)}, {"OFF", OffExpr(g)}, {"IN_SHAPE", PyShape(lead.in_shape)},
+      {"KIND", kinds + " (sibling reductions, one pass)"}, {"CAST", big ? ".to(tl.int64)" : ""},
+      {"RD", I(g.RD)}, {"NB", I(CeilDiv(g.RD, s.block_m))}, {"S1", I(g.S1)},
+      {"GRID0", blocked ? I(CeilDiv(g.rows, g.RD) * CeilDiv(g.RD, s.block_m))
+                        : "triton.cdiv(" + I(g.rows) + ", " + I(s.block_m) + ")"},
+      {"PARAMS", xparams + ", " + outs}, {"XARGS", xparams}, {"ACCS", accs}, {"LINES", pro.lines},
+      {"COMBINE", combine}, {"STORES", stores}, {"ALLOCS", allocs}, {"PARTS", parts}, {"RETS", rets},
+      {"LAUNCH_HEAD", "def _ax_red" + I(static_cast<int64_t>(k)) + "(" + xparams + "):\n" + pro.head}};
+  *src += Fill(RowHead(blocked) + R"(    lo = tl.program_id(1) * {CHUNK}
+{ACCS}    for r0 in range(0, {CHUNK}, BLOCK_R):
+        r = (lo + r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+        offs = base + {OFF}
+{LINES}{COMBINE}{STORES}
+
+{LAUNCH_HEAD}{ALLOCS}    _ax_red{K}_kernel[({GRID0}, {SPLIT})]({XARGS}{PARTS}, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    return {RETS}
+
+
+)", kv);
+  return Status::Ok();
+}
 
 const char* CoopLaunchHelper() {
   return R"(import os
@@ -810,26 +913,7 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
   kv["RD"] = I(g.RD);
   kv["NB"] = I(CeilDiv(g.RD, s.block_m));
   kv["S1"] = I(g.S1);
-  const std::string head = blocked ? R"(@triton.jit
-def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
-    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}: blocks of {RD} consecutive rows
-    ob = (tl.program_id(0) // {NB}){CAST}
-    i = (tl.program_id(0) % {NB}) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rows = ob * {RD} + i
-    rvalid = i < {RD}
-    row2 = rows[:, None]
-    rmask = rvalid[:, None]
-    base = ob * {S1} + i[:, None]
-)"
-                                   : R"(@triton.jit
-def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
-    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}
-    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)){CAST}
-    rvalid = rows < {ROWS}
-    row2 = rows[:, None]
-    rmask = row2 < {ROWS}
-    base = {BASE}
-)";
+  const std::string head = RowHead(blocked);
   if (op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin") {
     std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
     std::string combine = op.kind == "amax" ? "tl.maximum(acc, v)" : op.kind == "amin" ? "tl.minimum(acc, v)" : "acc + v";

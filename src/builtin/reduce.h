@@ -102,6 +102,11 @@ struct ReductionPrologue {
   // Kernel lines (8-space indent) that leave in `v` the element at the flat
   // index `offs` under mask `m`, and `other` where the mask is off.
   std::function<std::string(const std::string& other)> load;
+  // Sibling reductions (EmitSiblingReductions): kernel lines (8-space indent)
+  // computing every member's value at `offs`, valid under mask `m`, into
+  // results[j] (shared inputs loaded once).
+  std::string lines;
+  std::vector<std::string> results;
 };
 
 // An elementwise group that reads a sum, mean, max or min (broadcast back over
@@ -137,6 +142,13 @@ bool EpilogueFits(const RedOp& op);
 // returns the epilogue's outputs.
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src,
                      const ReductionPrologue* pro = nullptr, const ReductionEpilogue* epi = nullptr);
+
+// Sibling reductions (sum, mean, amax, amin over the same rows of one shape)
+// as one kernel `_ax_red<k>` that computes pro's values once per element and
+// keeps one accumulator per reduction; the launcher takes pro's inputs and
+// returns the reductions' values in order. The schedule is ops[0]'s.
+Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, const RedSchedule& want,
+                             const ReductionPrologue& pro, std::string* src);
 
 // The Python helper `_ax_coop_launch` that split-row (coop) launchers call:
 // generated once per file, after the imports (it needs os, torch, triton).

@@ -352,7 +352,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   int n = 0;
   for (const char* rel : {"tests/corpus/builtin/split_rows.py", "tests/corpus/builtin/norm_prologues.py",
                           "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
-                          "tests/corpus/builtin/reverse_scans.py"}) {
+                          "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -628,6 +628,38 @@ TEST_F(BuiltinJudge, ReducePrologues) {
   EXPECT_EQ(src.find("_ax_launch"), std::string::npos) << "an elementwise kernel is still launched\n" << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
+TEST_F(BuiltinJudge, SiblingReductionsShareOnePass) {
+  AllPlansPass("tests/corpus/builtin/sibling_reductions.py", 1);
+  TaskRef t = Task("tests/corpus/builtin/sibling_reductions.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.reduce_prologue = true;
+  // Read directly: x's mean, min and keepdim sum; u's sum and max.
+  EXPECT_EQ(CountSiblingReductions(g, Plan()), 3);
+  // With their elementwise work inside: x and y's rows, four join the first;
+  // u's rows (split over programs), two join its first; z's middle
+  // dimension, one. The mean that reads x's sum is not a sibling of it.
+  int apart = 0, together = 0;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, &apart).ok());
+  plan.siblings = true;
+  EXPECT_EQ(CountSiblingReductions(g, plan), 7);
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, &together).ok());
+  EXPECT_EQ(apart - together, 7) << src;
+  EXPECT_NE(src.find("v_sum_1, v_amax, v_mean, v_amin, v_sum_5 = _ax_red0(v_x, v_y)"), std::string::npos) << src;
+  EXPECT_NE(src.find("v_mean_1 = _ax_red10(v_x, v_sum_5)"), std::string::npos) << src;
+  EXPECT_NE(src.find("(part2.amax(0)).reshape([2])"), std::string::npos) << "u's rows are not split\n" << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // The marker carries the option: the plan read back makes the same source.
+  Plan back;
+  ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
+  EXPECT_TRUE(back.siblings);
+  std::string again;
+  ASSERT_TRUE(Generate(g, t.source, back, &again).ok());
+  EXPECT_EQ(again, src);
 }
 TEST_F(BuiltinJudge, NormPrologues) {
   AllPlansPass("tests/corpus/builtin/norm_prologues.py", 1);
