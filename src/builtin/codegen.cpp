@@ -415,6 +415,7 @@ Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
     p.head += InputPrelude(in, i);
     names[grp.inputs[i]] = in.is_number ? "in" + si : "pin" + si;
     if (!in.is_number) loads += InputLoad(in, grp, i, "pin" + si, "m", "        ");
+    if (!in.is_number && in.shape == grp.shape) p.loaded[grp.inputs[i]] = "pin" + si;
   }
   Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
   if (!st.ok()) return st;
@@ -592,7 +593,8 @@ struct RedEpi {
 std::map<size_t, RedEpi> FormRedEpilogues(const Graph& g, const std::vector<Group>& groups,
                                           const std::vector<std::pair<int, RedOp>>& reds,
                                           const std::vector<std::map<size_t, NormFeed>>& feeds,
-                                          const std::set<size_t>& taken, const std::set<size_t>& skip_reds) {
+                                          const std::set<size_t>& taken, const std::set<size_t>& skip_reds,
+                                          const std::vector<RedSchedule>& want) {
   std::map<size_t, RedEpi> out;
   std::map<int, size_t> group_of;
   for (size_t j = 0; j < groups.size(); ++j) {
@@ -603,7 +605,7 @@ std::map<size_t, RedEpi> FormRedEpilogues(const Graph& g, const std::vector<Grou
     const auto& [ni, op] = reds[k];
     if (skip_reds.count(k)) continue;
     if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") continue;
-    if (!EpilogueFits(op)) continue;
+    if (!EpilogueFits(op, k < want.size() ? want[k] : RedSchedule())) continue;
     const Node& rn = g.nodes[ni];
     // the one group that reads the nodes in `names`, or -1
     auto reader = [&](const std::vector<std::string>& names) -> long {
@@ -655,34 +657,45 @@ std::map<size_t, RedEpi> FormRedEpilogues(const Graph& g, const std::vector<Grou
 // Group grp as the epilogue of the reduction whose value is node `value`,
 // after group pre (on the value alone, computed once per row) when given.
 Status MakeRedEpilogue(const Graph& g, const Group* pre, const Group& grp, const std::string& value,
-                       ReductionEpilogue* out) {
+                       const std::map<std::string, std::string>& loaded, ReductionEpilogue* out) {
   ReductionEpilogue e;
-  std::map<std::string, std::string> names = {{value, "red2"}};
-  std::string loads;
+  std::map<std::string, std::string> base = {{value, "red2"}};
   if (pre) {
     std::string once;
-    Status st = RenderGroupOps(g, *pre, "    ", &names, &once);
+    Status st = RenderGroupOps(g, *pre, "    ", &base, &once);
     if (!st.ok()) return st;
     e.once = once;
   }
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    if (names.count(grp.inputs[i])) continue;  // the value, or what pre made of it
-    // named ein<i>: a prologue's inputs, in the same kernel, are in<i>
-    const std::string si = std::to_string(i);
-    const Node& in = *g.Find(grp.inputs[i]);
-    e.params.push_back("ein" + si);
-    e.head += InputPrelude(in, i, "ein");
-    names[grp.inputs[i]] = in.is_number ? "ein" + si : "epin" + si;
-    if (!in.is_number) loads += InputLoad(in, grp, i, "epin" + si, "m", "        ", "ein");
-  }
-
-  Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
-  if (!st.ok()) return st;
-  for (size_t i = 0; i < grp.outputs.size(); ++i) {
-    loads += "        tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=m)\n";
+  // lines: every input loaded; coop_lines: those in `loaded` taken from there
+  for (int reuse : {0, 1}) {
+    std::map<std::string, std::string> names = base;
+    std::string loads;
+    for (size_t i = 0; i < grp.inputs.size(); ++i) {
+      if (names.count(grp.inputs[i])) continue;  // the value, or what pre made of it
+      // named ein<i>: a prologue's inputs, in the same kernel, are in<i>
+      const std::string si = std::to_string(i);
+      const Node& in = *g.Find(grp.inputs[i]);
+      if (!reuse) {
+        e.params.push_back("ein" + si);
+        e.head += InputPrelude(in, i, "ein");
+      }
+      names[grp.inputs[i]] = in.is_number ? "ein" + si : "epin" + si;
+      if (in.is_number) continue;
+      auto l = loaded.find(grp.inputs[i]);
+      if (reuse && l != loaded.end() && in.shape == grp.shape) {
+        names[grp.inputs[i]] = l->second;
+      } else {
+        loads += InputLoad(in, grp, i, "epin" + si, "m", "        ", "ein");
+      }
+    }
+    Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
+    if (!st.ok()) return st;
+    for (size_t i = 0; i < grp.outputs.size(); ++i) {
+      loads += "        tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=m)\n";
+    }
+    (reuse ? e.coop_lines : e.lines) = loads;
   }
   e.outputs = grp.outputs.size();
-  e.lines = loads;
   *out = std::move(e);
   return Status::Ok();
 }
@@ -1013,7 +1026,8 @@ int CountRedEpilogues(const Graph& g, const Plan& plan) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
   std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
   return static_cast<int>(
-      FormRedEpilogues(g, groups, reds, std::vector<std::map<size_t, NormFeed>>(groups.size()), {}, {}).size());
+      FormRedEpilogues(g, groups, reds, std::vector<std::map<size_t, NormFeed>>(groups.size()), {}, {}, plan.red)
+          .size());
 }
 
 std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan) {
@@ -1125,7 +1139,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   if (plan.red_epilogue) {
     std::set<size_t> skip;
     for (const auto& [k, i] : linred_of) skip.insert(k);
-    for (const auto& [k, e] : FormRedEpilogues(g, groups, reds, feeds, inside, skip)) {
+    for (const auto& [k, e] : FormRedEpilogues(g, groups, reds, feeds, inside, skip, plan.red)) {
       epi_of[k] = e;
       epi_of_group[e.main] = k;
       inside.insert(e.main);
@@ -1198,8 +1212,12 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     const bool with_epi = epi_of.count(k) > 0;
     if (with_epi) {
       const RedEpi& e = epi_of.at(k);
+      // what the reduction's kernel already holds at the element: its
+      // prologue's inputs, or x itself (in v)
+      const std::map<std::string, std::string> loaded =
+          with ? pro.loaded : std::map<std::string, std::string>{{reds[k].second.input, "v"}};
       Status st = MakeRedEpilogue(g, e.has_pre() ? &groups[e.pre] : nullptr, groups[e.main],
-                                  g.nodes[reds[k].first].name, &epi);
+                                  g.nodes[reds[k].first].name, loaded, &epi);
       if (!st.ok()) return st;
     }
     Status st = EmitReduction(reds[k].second, k, written.RedFor(k), &kernel_src, with ? &pro : nullptr,

@@ -698,6 +698,12 @@ bool CoopRows(const Geometry& g) { return RContiguous(g) && Pow2Ceil(g.R) > 4096
 // Big enough that a split-row kernel is the default (its host work, about
 // three small allocations and a zero fill, is then noise).
 bool CoopByDefault(const Geometry& g) { return g.numel() >= (int64_t{1} << 22); }
+// A sum, mean, max or min whose epilogue runs in a split-row kernel: long
+// contiguous rows, on by default for a large tensor (want.coop 0), or asked.
+bool CoopEpilogue(const RedOp& op, const RedSchedule& want) {
+  if (op.kind != "sum" && op.kind != "mean" && op.kind != "amax" && op.kind != "amin") return false;
+  return CoopRows(op.geo) && (want.coop > 0 || (want.coop == 0 && CoopByDefault(op.geo)));
+}
 }  // namespace
 
 // A softmax, log_softmax or norm over such rows.
@@ -814,8 +820,9 @@ std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
   return o;
 }
 
-bool EpilogueFits(const RedOp& op) {
+bool EpilogueFits(const RedOp& op, const RedSchedule& want) {
   const Geometry& g = op.geo;
+  if (CoopEpilogue(op, want)) return true;
   if (g.rows < 256 || g.R > (int64_t{1} << 17)) return false;
   // Rows along the last dimension longer than one block: the second loop's
   // re-read misses the cache, and one kernel was measured slower than the
@@ -945,6 +952,39 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
       kv["ELINES"] = epi->lines;
       kv["EONCE"] = epi->once;
       kv["POST1"] = op.kind == "mean" ? " / " + PyFloat(static_cast<double>(g.R)) : "";
+      if (CoopEpilogue(op, want) && !epi->coop_lines.empty()) {
+        // Split-row: each program reduces its chunk (held in registers),
+        // the row's programs merge their partial results, and each runs the
+        // epilogue on its chunk from registers: the input is read once.
+        // Defaults as the norms' (chunks of 8192, 8 warps, 4 per SM).
+        const int64_t cchunk = want.block_r > 0 ? std::clamp<int64_t>(Pow2Ceil(want.block_r), 512, 16384) : 8192;
+        const int64_t ks = CeilDiv(g.R, cchunk);
+        kv["CCHUNK"] = I(cchunk);
+        kv["KS"] = I(ks);
+        kv["KP"] = I(std::max<int64_t>(2, Pow2Ceil(ks)));
+        kv["CW"] = I(want.warps > 0 ? want.warps : 8);
+        kv["PER_SM"] = I(want.coop > 0 ? want.coop : 4);
+        kv["LOADC"] = Indent4(load(neutral, true));
+        kv["COOP_OUTS"] = (eparams + outs).substr(2) + ", ";
+        kv["COOP_META"] = "";
+        kv["CONSTS"] = "";
+        kv["ECONCE"] = Indent4(Indent4(Indent4(epi->once)));
+        kv["ECLINES"] = Indent4(Indent4(epi->coop_lines));
+        o << Fill(std::string(kCoopHead) + R"(            if PHASE != 1:
+                tl.store(pa + item, {REDUCE}({REDUCE}(v, axis=1), axis=0))
+                tl.atomic_add(cnt + item // KS, 1, sem='release')
+)" + kCoopWait + R"(                av = tl.load(pa + at, mask=ks < KS, other={NEUTRAL}, volatile=True)
+                red2 = tl.zeros([1, 1], dtype=tl.float32) + {REDUCE}(av, axis=0){POST1}
+{ECONCE}                offs = addr
+{ECLINES}
+
+{LAUNCH_HEAD}{EHEAD}{ALLOCS})" + kCoopBuffers + kCoopLaunch + R"(    return {RETS}
+
+
+)", kv);
+        *src += o.str();
+        return Status::Ok();
+      }
       o << Fill(head + R"(    acc = tl.full([BLOCK_M, BLOCK_R], {NEUTRAL}, tl.float32)
     for r0 in range(0, {R}, BLOCK_R):
         r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}

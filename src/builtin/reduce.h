@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,9 @@ struct ReductionPrologue {
   // results[j] (shared inputs loaded once).
   std::string lines;
   std::vector<std::string> results;
+  // Inputs of the reduction's shape that `load` leaves in a kernel variable
+  // (node -> variable): an epilogue in the same program reuses them.
+  std::map<std::string, std::string> loaded;
 };
 
 // An elementwise group that reads a sum, mean, max or min (broadcast back over
@@ -124,12 +128,17 @@ struct ReductionEpilogue {
   // Kernel lines (8-space indent) reading the flat index `offs`, the mask `m`,
   // `red2` and what `once` computed; they store the outputs.
   std::string lines;
+  // The same lines reading the inputs the reduction's kernel already holds
+  // from those variables (the split-row kernel keeps its chunk in registers).
+  std::string coop_lines;
 };
 
 // Whether op's rows suit a reduction epilogue (one program per row block,
 // the row read a second time from cache): rows many enough, and short enough
-// for the re-read to hit.
-bool EpilogueFits(const RedOp& op);
+// for the re-read to hit; or long contiguous rows of a large tensor, which a
+// split-row kernel reduces and then runs the epilogue on from registers
+// (RedSchedule::coop: chunk block_r, warps, programs per SM; -1 off).
+bool EpilogueFits(const RedOp& op, const RedSchedule& want = RedSchedule());
 
 // The Triton kernel(s) and the launcher `_ax_red<k>` for op (appended to *src).
 // The launcher takes the input tensor, and for a norm also the module; a

@@ -451,15 +451,22 @@ TEST(Proposer, DeclinesUntraceableTasks) {
 }
 
 TEST(Reduce, EpiloguesOnlyWhereTheRowIsReadFromCacheAgain) {
-  auto fits = [](const std::vector<int64_t>& shape, std::vector<int> dims) {
+  auto fits = [](const std::vector<int64_t>& shape, std::vector<int> dims, int coop = 0) {
     RedOp op;
     op.kind = "sum";
     op.in_shape = shape;
     EXPECT_TRUE(MakeGeometry(shape, dims, &op.geo));
-    return EpilogueFits(op);
+    RedSchedule want;
+    want.coop = coop;
+    return EpilogueFits(op, want);
   };
   EXPECT_TRUE(fits({512, 4096}, {1}));        // last-dim rows of one block
-  EXPECT_FALSE(fits({512, 65535}, {1}));      // longer last-dim rows: measured slower in one kernel
+  // longer last-dim rows: the re-read was measured slower in one kernel, so
+  // only as a split-row kernel (on by default for a large tensor, or asked)
+  EXPECT_FALSE(fits({512, 65535}, {1}, -1));
+  EXPECT_TRUE(fits({512, 65535}, {1}));
+  EXPECT_FALSE(fits({16, 65535}, {1}));
+  EXPECT_TRUE(fits({16, 65535}, {1}, 2));
   EXPECT_TRUE(fits({4, 300, 4096}, {1}));     // over a middle dimension: small tiles of many rows
   EXPECT_FALSE(fits({100, 64}, {1}));         // too few rows
   EXPECT_FALSE(fits({2, 1 << 18, 256}, {1}));  // middle-dimension rows far too long

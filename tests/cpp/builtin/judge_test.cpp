@@ -346,13 +346,42 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
 // The interpreter runs kernels that Triton's GPU compiler rejects (a loop
 // variable whose shape changes in the loop): every large-step plan of these
 // tasks, and the split-row plan, compiled for sm_90 by Triton itself, on the CPU.
+TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
+  TaskRef t = Task("tests/corpus/builtin/split_row_epilogues.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.reduce_prologue = true;
+  plan.red_epilogue = true;
+  EXPECT_EQ(CountRedEpilogues(g, plan), 0);  // too few rows to re-read, too small to split by default
+  plan.red.assign(FormReductions(g, plan).size(), RedSchedule{1024, 0, 0, 0, 2});
+  EXPECT_EQ(CountRedEpilogues(g, plan), 3);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(CoopLaunches(src), 3u) << src;
+  EXPECT_EQ(src.find("torch.functional.norm("), std::string::npos) << "the norm was not lowered\n" << src;
+  EXPECT_EQ(src.find("_ax_launch"), std::string::npos) << "an elementwise kernel is still launched\n" << src;
+  // each epilogue works on the chunk its program loaded: x through the
+  // prologue's load, y as the reduction's own input
+  EXPECT_NE(src.find("t_truediv = pin0 / red2"), std::string::npos) << src;
+  EXPECT_NE(src.find("t_sub = v - red2"), std::string::npos) << src;
+  EXPECT_NE(src.find("t_norm = tl.sqrt(red2)"), std::string::npos) << src;
+  EXPECT_NE(src.find("t_truediv_1 = pin0 / t_norm"), std::string::npos) << src;
+  EXPECT_EQ(src.find("tl.load(ein"), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // Asked off, the epilogues are not formed for these rows.
+  for (auto& r : plan.red) r.coop = -1;
+  EXPECT_EQ(CountRedEpilogues(g, plan), 0);
+}
 TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_compile_");
   std::string files;
   int n = 0;
   for (const char* rel : {"tests/corpus/builtin/split_rows.py", "tests/corpus/builtin/norm_prologues.py",
                           "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
-                          "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py"}) {
+                          "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
+                          "tests/corpus/builtin/split_row_epilogues.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -360,6 +389,11 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
     Plan coop = CoopPlan(g);
     coop.reduce_prologue = true;
     plans.push_back(coop);
+    Plan epi;  // sums, means, maxima and minima as split-row kernels with their epilogues
+    epi.reduce_prologue = true;
+    epi.red_epilogue = true;
+    epi.red.assign(FormReductions(g, epi).size(), RedSchedule{1024, 0, 0, 0, 2});
+    if (CountRedEpilogues(g, epi) > 0) plans.push_back(epi);
     for (const Plan& p : plans) {
       std::string src;
       if (!Generate(g, t.source, p, &src).ok()) continue;
