@@ -72,6 +72,22 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     plans.push_back(narrow);
   }
   plans.push_back(Plan());
+  // Epilogues that fit only as split-row kernels (long rows of a large
+  // tensor: the input read once instead of two or three times) come next,
+  // with the work before the reduction inside too.
+  bool split_row_epilogue = false;
+  for (const auto& [i, op] : FormReductions(graph_, Plan())) {
+    RedSchedule off;
+    off.coop = -1;
+    split_row_epilogue = split_row_epilogue || (EpilogueFits(op) && !EpilogueFits(op, off));
+  }
+  const bool with_epilogues = CountRedEpilogues(graph_, Plan()) > 0;
+  if (split_row_epilogue && with_epilogues) {
+    Plan both;
+    both.red_epilogue = true;
+    both.reduce_prologue = CountReducePrologues(graph_, Plan()) > 0;
+    plans.push_back(both);
+  }
   // Reductions over the same rows of shared inputs in one kernel (each input
   // read once), with their elementwise work inside: first after the default,
   // as it saves whole passes.
@@ -89,7 +105,7 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   }
   // Elementwise work that reads a reduction over its own rows run inside the
   // reduction's kernel (with the work before the reduction too, first).
-  if (CountRedEpilogues(graph_, Plan()) > 0) {
+  if (with_epilogues) {
     Plan re;
     re.red_epilogue = true;
     if (CountReducePrologues(graph_, Plan()) > 0) {
