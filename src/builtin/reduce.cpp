@@ -191,7 +191,6 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 )";
 }
 
-
 // The split-row kernel's head: work item `item` is chunk item % KS of row
 // item // KS, in registers as v ([1, CHUNK]); PHASE 2 runs with every program
 // resident (a cooperative launch), PHASE 0 and 1 are its two halves in two
