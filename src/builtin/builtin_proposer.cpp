@@ -263,7 +263,7 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
         c = cur;
         c.warps = up ? std::min(16, cur.warps * f) : std::max(1, cur.warps / f);
         cands.push_back({"warps", c});
-        static const std::set<std::string> kWholeRow = {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod"};
+        static const std::set<std::string> kWholeRow = {"softmax", "log_softmax", "logsumexp", "cumsum", "cumprod", "xent"};
         if (!kWholeRow.count(reds[k].second.kind)) {
           c = cur;
           c.split = up ? std::min(1024, cur.split * f) : std::max(1, cur.split / f);

@@ -1350,6 +1350,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         body << Var(op.input);
       }
       if (op.kind == "norm") body << ", " << AttrExpr(op.module);
+      if (op.kind == "xent") body << ", " << Var(op.target);
       body << ")\n";
       continue;
     }

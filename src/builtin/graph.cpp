@@ -163,9 +163,9 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
 // F.cross_entropy(x, t) or nn.CrossEntropyLoss with class indices (x [B, C] float32, t [B] int64;
 // no weight or label smoothing; reduction mean or sum): per row
 // logsumexp(x_b) - x_b[t_b], rows whose target is ignore_index left out (and
-// not counted by the mean). Rewritten into a logsumexp over the classes (one
-// read of x), a gather of the targets' logits, elementwise work and sums;
-// the index bookkeeping stays PyTorch calls. The loss node keeps its name.
+// not counted by the mean). Rewritten into one F.cross_entropy node with its
+// settings as keywords, which the compiler generates as one reduction (one
+// read of x). The loss node keeps its name.
 bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* names, json* lowered) {
   const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
   const json mod = jn.contains("module") && jn["module"].is_object() ? jn["module"] : json::object();
@@ -215,44 +215,18 @@ bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* n
   std::string xd, td;
   if (!TensorOf(out, args[0], &xs, &xd) || !TensorOf(out, args[1], &ts, &td)) return false;
   if (xs.size() != 2 || ts.size() != 1 || xs[0] != ts[0] || xd != "torch.float32" || td != "torch.int64") return false;
-  const std::vector<int64_t> col = {xs[0], 1};
   const std::string name = jn.value("name", "");
-  auto fresh = [&](const std::string& suffix) { return FreshName(names, name, suffix); };
-  auto T = [](const std::vector<int64_t>& sh, const std::string& dt) {
-    return json{{"kind", "tensor"}, {"shape", sh}, {"dtype", dt}};
-  };
   auto I = [](int64_t v) { return json{{"repr", std::to_string(v)}, {"value", v}}; };
-  auto N = [](const std::string& n) { return json{{"node", n}}; };
-  auto node = [&](const std::string& n, const std::string& op, const std::string& target, const std::string& fn,
-                  json a, json k, json outj) {
-    json j = {{"name", n}, {"op", op}, {"target", target}, {"args", a}, {"kwargs", k}, {"out", outj}};
-    if (!fn.empty()) j["callable"] = fn;
-    lowered->push_back(j);
-  };
-  const std::string t1 = fresh("target"), valid = fresh("valid"), safe = fresh("safe_target"), picked = fresh("picked"),
-                    lse = fresh("logsumexp"), validf = fresh("validf"), diff = fresh("row"), masked = fresh("masked");
-  node(t1, "call_method", "unsqueeze", "", json::array({args[1], I(1)}), json::object(), T(col, "torch.int64"));
-  node(valid, "call_function", "ne", "operator.ne", json::array({N(t1), I(ignore)}), json::object(),
-       T(col, "torch.bool"));
-  node(safe, "call_function", "where", "torch.where", json::array({N(valid), N(t1), I(0)}), json::object(),
-       T(col, "torch.int64"));
-  node(picked, "call_function", "gather", "torch.gather", json::array({args[0], I(1), N(safe)}), json::object(),
-       T(col, "torch.float32"));
-  node(lse, "call_function", "logsumexp", "torch.logsumexp", json::array({args[0]}),
-       json{{"dim", I(1)}, {"keepdim", json{{"repr", "True"}, {"value", true}}}}, T(col, "torch.float32"));
-  node(validf, "call_method", "float", "", json::array({N(valid)}), json::object(), T(col, "torch.float32"));
-  node(diff, "call_function", "sub", "operator.sub", json::array({N(lse), N(picked)}), json::object(),
-       T(col, "torch.float32"));
-  node(masked, "call_function", "mul", "operator.mul", json::array({N(diff), N(validf)}), json::object(),
-       T(col, "torch.float32"));
-  if (reduction == "sum") {
-    node(name, "call_function", "sum", "torch.sum", json::array({N(masked)}), json::object(), o);
-  } else {
-    const std::string total = fresh("total"), count = fresh("count");
-    node(total, "call_function", "sum", "torch.sum", json::array({N(masked)}), json::object(), o);
-    node(count, "call_function", "sum", "torch.sum", json::array({N(validf)}), json::object(), o);
-    node(name, "call_function", "truediv", "operator.truediv", json::array({N(total), N(count)}), json::object(), o);
-  }
+  // One node, the functional form with its settings spelled out: the
+  // compiler generates it as one reduction (ClassifyReduction's "xent"), and
+  // a plan that leaves reductions to PyTorch calls F.cross_entropy itself.
+  lowered->push_back({{"name", name},
+                      {"op", "call_function"},
+                      {"target", "cross_entropy"},
+                      {"callable", "torch.nn.functional.cross_entropy"},
+                      {"args", json::array({args[0], args[1]})},
+                      {"kwargs", {{"reduction", {{"repr", "'" + reduction + "'"}}}, {"ignore_index", I(ignore)}}},
+                      {"out", o}});
   return true;
 }
 

@@ -500,6 +500,31 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
   if (!n.is_tensor || n.dtype != (arg ? "torch.int64" : kF32)) return false;
   RedOp op;
   op.out_shape = n.shape;
+  if (n.op == "call_function" && n.callable == "torch.nn.functional.cross_entropy") {
+    // as LowerCrossEntropy writes it: x [B, C] float32, t [B] int64, both
+    // settings as keywords, a scalar out
+    const Node* x = Input(g, n);
+    const json* ta = n.Arg(1, "target");
+    const Node* t = ta && ta->is_object() && ta->contains("node") ? g.Find((*ta)["node"].get<std::string>()) : nullptr;
+    if (!x || !t || x->shape.size() != 2 || !t->is_tensor || t->dtype != "torch.int64" ||
+        t->shape != std::vector<int64_t>{x->shape[0]} || !n.shape.empty() || n.args.size() != 2 ||
+        !OnlyKw(n, {"reduction", "ignore_index"}) || !n.kwargs.contains("reduction") ||
+        !n.kwargs.contains("ignore_index") || !n.kwargs["ignore_index"].contains("value") ||
+        !n.kwargs["ignore_index"]["value"].is_number_integer()) {
+      return false;
+    }
+    const std::string r = n.kwargs["reduction"].value("repr", "");
+    if (r != "'mean'" && r != "'sum'") return false;
+    op.kind = "xent";
+    op.input = x->name;
+    op.in_shape = x->shape;
+    op.target = t->name;
+    op.ignore_index = n.kwargs["ignore_index"]["value"].get<int64_t>();
+    op.mean = r == "'mean'";
+    if (!MakeGeometry(x->shape, {1}, &op.geo)) return false;
+    *out = op;
+    return true;
+  }
   if (n.op == "call_module" && (n.ModuleClass().find("Pool") != std::string::npos)) {
     return ClassifyPool(g, n, op, out);
   }
@@ -726,7 +751,7 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
   const Geometry& g = op.geo;
   const bool rc = RContiguous(g);
   const int64_t cap = op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" ||
-                              op.kind == "cumsum" || op.kind == "cumprod"
+                              op.kind == "xent" || op.kind == "cumsum" || op.kind == "cumprod"
                           ? 2048
                           : 4096;
   if (op.kind == "norm" && s.block_r <= 0 && Pow2Ceil(g.R) <= 4096) {
@@ -734,8 +759,8 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
     s.block_r = static_cast<int>(Pow2Ceil(g.R));
     if (s.block_m <= 0) s.block_m = static_cast<int>(std::min({std::max<int64_t>(1, 4096 / s.block_r), Pow2Ceil(g.rows), int64_t{64}}));
   }
-  if ((op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp") && rc && s.block_r <= 0 &&
-      Pow2Ceil(g.R) <= 4096) {
+  if ((op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp" || op.kind == "xent") && rc &&
+      s.block_r <= 0 && Pow2Ceil(g.R) <= 4096) {
     s.block_r = static_cast<int>(Pow2Ceil(g.R));  // the whole row in one tile: one pass
   }
   s.coop = want.coop < 0 ? -1 : 0;  // kept off when asked to be (a plan's other changes must not turn it on)
@@ -920,7 +945,82 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
   kv["NB"] = I(CeilDiv(g.RD, s.block_m));
   kv["S1"] = I(g.S1);
   const std::string head = RowHead(blocked);
-  if (op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin") {
+  if (op.kind == "xent") {
+    // Per program BLOCK_M rows: each row's logsumexp (one tile, or online
+    // over tiles) minus x at the row's target (gathered; a prologue is
+    // computed at that element), zero where the target is ignored; the
+    // program's loss sum and kept-row count go to part, and a one-program
+    // kernel adds them up in order (then divides, for the mean). A target
+    // outside [0, C) gives NaN where PyTorch raises.
+    const int64_t np = CeilDiv(g.rows, s.block_m);
+    kv["PARAMS"] = xparams + ", tgt, part, ";
+    kv["NP"] = I(np);
+    kv["MB"] = I(std::min<int64_t>(Pow2Ceil(np), 4096));
+    kv["IGN"] = I(op.ignore_index);
+    kv["FINISH"] = op.mean ? "tot_s / tot_c" : "tot_s";
+    kv["LAUNCH_HEAD"] = "def _ax_red" + I(static_cast<int64_t>(k)) + "(" + xparams + ", tgt):\n" +
+                        (pro ? pro->head
+                             : "    assert list(x.shape) == " + PyShape(op.in_shape) +
+                                   ", \"the kernel was generated for the traced shapes\"\n    x = x.contiguous()\n") +
+                        "    assert list(tgt.shape) == [" + I(g.rows) +
+                        "], \"the kernel was generated for the traced shapes\"\n    tgt = tgt.contiguous()\n";
+    kv["PICK"] = Dedent4(pro ? pro->load("0.0") : "        v = tl.load(x + offs, mask=m, other=0.0)\n");
+    std::string lse;
+    if (s.block_r >= g.R) {
+      kv["LOAD1"] = Dedent4(load("float('-inf')", true));
+      lse = R"(    r = tl.arange(0, BLOCK_R)[None, :]{CAST}
+    m = rmask & (r < {R})
+    addr = base + {OFF}
+{LOAD1}    mx = tl.max(v, axis=1)
+    safe = tl.where(mx == float('-inf'), 0.0, mx)
+    lse = safe + tl.log(tl.sum(tl.exp(v - safe[:, None]), axis=1))
+)";
+    } else {
+      lse = R"(    m_i = tl.full([BLOCK_M, BLOCK_R], float('-inf'), tl.float32)
+    s_i = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+{LOADV}        m_new = tl.maximum(m_i, v)
+        s_i = tl.where(m_new == float('-inf'), 0.0, s_i * tl.exp(m_i - m_new) + tl.exp(v - m_new))
+        m_i = m_new
+    mx = tl.max(m_i, axis=1)
+    tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
+    lse = mx + tl.log(tot)
+)";
+    }
+    o << Fill(head + lse + R"(    tg = tl.load(tgt + rows, mask=rvalid, other={IGN})
+    valid = rvalid & (tg != {IGN})
+    inb = (tg >= 0) & (tg < {R})
+    m = valid & inb
+    offs = rows * {R} + tl.where(m, tg, 0)
+{PICK}    loss = tl.where(valid, tl.where(inb, lse - v, float('nan')), 0.0)
+    tl.store(part + tl.program_id(0), tl.sum(loss, axis=0))
+    tl.store(part + {NP} + tl.program_id(0), tl.sum(valid.to(tl.float32), axis=0))
+
+
+@triton.jit
+def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
+    acc_s = tl.zeros([MB], tl.float32)
+    acc_c = tl.zeros([MB], tl.float32)
+    for i0 in range(0, NP, MB):
+        i = i0 + tl.arange(0, MB)
+        acc_s += tl.load(part + i, mask=i < NP, other=0.0)
+        acc_c += tl.load(part + NP + i, mask=i < NP, other=0.0)
+    tot_s = tl.sum(acc_s, axis=0)
+    tot_c = tl.sum(acc_c, axis=0)
+    tl.store(out, {FINISH})
+
+
+{LAUNCH_HEAD}    part = torch.empty((2 * {NP},), device={DEV}, dtype=torch.float32)
+    out = torch.empty([], device={DEV}, dtype=torch.float32)
+    _ax_red{K}_kernel[({GRID0},)]({XARGS}, tgt, part, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
+    _ax_red{K}_merge[(1,)](part, out, NP={NP}, MB={MB}, num_warps=4)
+    return out
+
+
+)", kv);
+  } else if (op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin") {
     std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
     std::string combine = op.kind == "amax" ? "tl.maximum(acc, v)" : op.kind == "amin" ? "tl.minimum(acc, v)" : "acc + v";
     std::string reduce = op.kind == "amax" ? "tl.max" : op.kind == "amin" ? "tl.min" : "tl.sum";

@@ -13,6 +13,9 @@
 //   maxpool, avgpool (1-3 d)     -> one value per output position: a loop over the
 //                                   window (its own kernel; geo.rows = outputs)
 //   logsumexp                    -> one value per row (online max and sum)
+//   xent (cross entropy, indices) -> one value: per row logsumexp minus the
+//                                   target's value, partial sums per program,
+//                                   then a one-program merge (mean or sum)
 //   softmax, log_softmax         -> x's shape (an online pass, then a write pass)
 //                                   (long rows of a large tensor: one split-row
 //                                   kernel, RedSchedule::coop, for norms too)
@@ -44,7 +47,7 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 
 struct RedOp {
   std::string kind;        // sum | mean | amax | amin | argmax | argmin | logsumexp | softmax | log_softmax | norm
-                           // | maxpool | avgpool | cumsum | cumprod
+                           // | maxpool | avgpool | cumsum | cumprod | xent
   std::string input;       // the node read
   std::string module;      // norm: the module's path (its weight, bias and running statistics)
   std::string norm_class;  // LayerNorm, GroupNorm, InstanceNorm2d, BatchNorm2d, ...
@@ -64,6 +67,11 @@ struct RedOp {
   // maxpool / avgpool over the trailing len(pool_k) dimensions of [N, C, ...]
   std::vector<int64_t> pool_k, pool_s, pool_p, pool_d;  // window, stride, padding, dilation (max only)
   bool count_include_pad = true;
+  // xent (F.cross_entropy with class indices over rows of x [B, C]): the
+  // targets' node, the ignored index, and mean (else sum) over the rows kept
+  std::string target;
+  int64_t ignore_index = -100;
+  bool mean = true;
 };
 
 // Python literals for generated code: a float (round-trips exactly) and a shape list.

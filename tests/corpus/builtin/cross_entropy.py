@@ -1,6 +1,7 @@
 # Builtin compiler corpus: cross entropy with class indices (mean, with an ignore_index
-# that some targets hit; sum; nn.CrossEntropyLoss as a module) lowered to a logsumexp, a
-# gather and sums; a module with a class weight stays a PyTorch call.
+# that some targets hit; sum; nn.CrossEntropyLoss as a module), each one kernel (row
+# logsumexps minus the targets' values, partial sums) and a merge; a module with a class
+# weight stays a PyTorch call.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

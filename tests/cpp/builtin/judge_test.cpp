@@ -252,15 +252,28 @@ TEST_F(BuiltinJudge, CrossEntropyIsLowered) {
   TaskRef t = Task("tests/corpus/builtin/cross_entropy.py");
   Graph g;
   ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
-  int lse = 0;
-  for (const auto& [i, op] : FormReductions(g, Plan())) lse += op.kind == "logsumexp";
-  EXPECT_EQ(lse, 3);  // the functional ones and the module without a class weight
+  int xent = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) xent += op.kind == "xent";
+  EXPECT_EQ(xent, 3);  // the functional ones and the module without a class weight
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
   const std::string forward = src.substr(src.find("class ModelNew"));
   EXPECT_EQ(forward.find("self.loss("), std::string::npos) << forward;
   EXPECT_NE(forward.find("self.weighted("), std::string::npos) << forward;
+  // each loss is one kernel and a merge: the index bookkeeping is inside
+  EXPECT_EQ(forward.find("torch.gather"), std::string::npos) << forward;
+  EXPECT_NE(forward.find("v_cross_entropy = _ax_red0(v_predictions, v_targets)"), std::string::npos) << forward;
+  // x * 2.0 computed inside the loss's kernel, also at the gathered element
+  Plan pro;
+  pro.reduce_prologue = true;
+  EXPECT_EQ(CountReducePrologues(g, pro), 2);
   AllPlansPass("tests/corpus/builtin/cross_entropy.py", 1);
+  // rows longer than a tile: the online logsumexp, 3 tiles of 4 classes
+  pro.red.assign(3, RedSchedule{4, 8, 0, 0});
+  ASSERT_TRUE(Generate(g, t.source, pro, &src).ok());
+  EXPECT_NE(src.find("m_new = tl.maximum(m_i, v)"), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
 TEST_F(BuiltinJudge, KlDivIsLoweredToItsPointwiseTerms) {
   TaskRef t = Task("tests/corpus/builtin/kl_div.py");
@@ -381,7 +394,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   for (const char* rel : {"tests/corpus/builtin/split_rows.py", "tests/corpus/builtin/norm_prologues.py",
                           "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
-                          "tests/corpus/builtin/split_row_epilogues.py"}) {
+                          "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
