@@ -129,6 +129,28 @@ std::string Indent4(const std::string& lines) { return Shift4(lines, true); }
 
 // Launchers of the softmax-family kernels: one value per row (logsumexp), or
 // the input's shape (softmax, log_softmax).
+// A row's maximum mx and sum of exp(v - mx) tot ([BLOCK_M] each): the row in
+// one tile (LOAD1 leaves it in v, -inf where masked; also e and safe), or an
+// online pass over tiles (LOADV).
+const char* const kRowInOneTile = R"(    r = tl.arange(0, BLOCK_R)[None, :]{CAST}
+    m = rmask & (r < {R})
+    addr = base + {OFF}
+{LOAD1}    mx = tl.max(v, axis=1)
+    safe = tl.where(mx == float('-inf'), 0.0, mx)[:, None]
+    e = tl.exp(v - safe)
+    tot = tl.sum(e, axis=1)
+)";
+const char* const kRowOnline = R"(    m_i = tl.full([BLOCK_M, BLOCK_R], float('-inf'), tl.float32)
+    s_i = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
+    for r0 in range(0, {R}, BLOCK_R):
+        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
+        m = rmask & (r < {R})
+{LOADV}        m_new = tl.maximum(m_i, v)
+        s_i = tl.where(m_new == float('-inf'), 0.0, s_i * tl.exp(m_i - m_new) + tl.exp(v - m_new))
+        m_i = m_new
+    mx = tl.max(m_i, axis=1)
+    tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
+)";
 const char* const kRowLauncher = R"({LAUNCH_HEAD}    out = torch.empty({OUT_SHAPE}, device={DEV}, dtype=torch.float32)
     _ax_red{K}_kernel[({GRID0},)]({XARGS}, out, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
     return out
@@ -965,30 +987,8 @@ Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& want, std::st
                         "    assert list(tgt.shape) == [" + I(g.rows) +
                         "], \"the kernel was generated for the traced shapes\"\n    tgt = tgt.contiguous()\n";
     kv["PICK"] = Dedent4(pro ? pro->load("0.0") : "        v = tl.load(x + offs, mask=m, other=0.0)\n");
-    std::string lse;
-    if (s.block_r >= g.R) {
-      kv["LOAD1"] = Dedent4(load("float('-inf')", true));
-      lse = R"(    r = tl.arange(0, BLOCK_R)[None, :]{CAST}
-    m = rmask & (r < {R})
-    addr = base + {OFF}
-{LOAD1}    mx = tl.max(v, axis=1)
-    safe = tl.where(mx == float('-inf'), 0.0, mx)
-    lse = safe + tl.log(tl.sum(tl.exp(v - safe[:, None]), axis=1))
-)";
-    } else {
-      lse = R"(    m_i = tl.full([BLOCK_M, BLOCK_R], float('-inf'), tl.float32)
-    s_i = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
-    for r0 in range(0, {R}, BLOCK_R):
-        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
-        m = rmask & (r < {R})
-{LOADV}        m_new = tl.maximum(m_i, v)
-        s_i = tl.where(m_new == float('-inf'), 0.0, s_i * tl.exp(m_i - m_new) + tl.exp(v - m_new))
-        m_i = m_new
-    mx = tl.max(m_i, axis=1)
-    tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
-    lse = mx + tl.log(tot)
-)";
-    }
+    kv["LOAD1"] = Dedent4(load("float('-inf')", true));
+    const std::string lse = std::string(s.block_r >= g.R ? kRowInOneTile : kRowOnline) + "    lse = mx + tl.log(tot)\n";
     o << Fill(head + lse + R"(    tg = tl.load(tgt + rows, mask=rvalid, other={IGN})
     valid = rvalid & (tg != {IGN})
     inb = (tg >= 0) & (tg < {R})
@@ -1187,14 +1187,7 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
     // (logsumexp) or NaN (softmax, log_softmax), as in PyTorch.
     kv["PARAMS"] = xparams + ", out, ";
     kv["LOAD1"] = Dedent4(load("float('-inf')", true));
-    std::string body = head + R"(    r = tl.arange(0, BLOCK_R)[None, :]{CAST}
-    m = rmask & (r < {R})
-    addr = base + {OFF}
-{LOAD1}    mx = tl.max(v, axis=1)
-    safe = tl.where(mx == float('-inf'), 0.0, mx)[:, None]
-    e = tl.exp(v - safe)
-    tot = tl.sum(e, axis=1)
-)";
+    std::string body = head + kRowInOneTile;
     if (op.kind == "logsumexp") {
       body += std::string("    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)\n\n\n") + kRowLauncher;
     } else {
@@ -1205,17 +1198,7 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
     o << Fill(body, kv);
   } else if (op.kind == "softmax" || op.kind == "log_softmax" || op.kind == "logsumexp") {
     kv["PARAMS"] = xparams + ", out, ";
-    std::string body = head + R"(    m_i = tl.full([BLOCK_M, BLOCK_R], float('-inf'), tl.float32)
-    s_i = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
-    for r0 in range(0, {R}, BLOCK_R):
-        r = (r0 + tl.arange(0, BLOCK_R)[None, :]){CAST}
-        m = rmask & (r < {R})
-{LOADV}        m_new = tl.maximum(m_i, v)
-        s_i = tl.where(m_new == float('-inf'), 0.0, s_i * tl.exp(m_i - m_new) + tl.exp(v - m_new))
-        m_i = m_new
-    mx = tl.max(m_i, axis=1)
-    tot = tl.sum(tl.where(m_i == float('-inf'), 0.0, s_i * tl.exp(m_i - mx[:, None])), axis=1)
-)";
+    std::string body = head + kRowOnline;
     if (op.kind == "logsumexp") {
       body += std::string("    tl.store(out + rows, mx + tl.log(tot), mask=rvalid)\n\n\n") + kRowLauncher;
     } else {
