@@ -401,12 +401,14 @@ namespace {
 // Group grp computed inside a reduction's kernel (ReductionPrologue): the
 // reduction's launcher takes the group's inputs; the kernel loads them at
 // the reduction's flat index and runs the group's operators on the way.
-Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
-  if (grp.outputs.size() != 1) return Status::Error("a prologue has one output");
+// The kernel side of group grp computed at the flat index `offs` under mask
+// `m` (ReductionPrologue): its inputs as in<i> (tensors loaded into pin<i>),
+// its operators, and results[j] the variable holding node results_of[j].
+Status RenderPrologue(const Graph& g, const Group& grp, const std::vector<std::string>& results_of,
+                      ReductionPrologue* out) {
   const size_t first_tensor = FirstTensorInput(g, grp);
   if (first_tensor == grp.inputs.size()) return Status::Error("a prologue without tensor inputs");
   ReductionPrologue p;
-  std::string loads;
   std::map<std::string, std::string> names;
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     const std::string si = std::to_string(i);
@@ -414,17 +416,24 @@ Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
     p.params.push_back("in" + si);
     p.head += InputPrelude(in, i);
     names[grp.inputs[i]] = in.is_number ? "in" + si : "pin" + si;
-    if (!in.is_number) loads += InputLoad(in, grp, i, "pin" + si, "m", "        ");
+    if (!in.is_number) p.lines += InputLoad(in, grp, i, "pin" + si, "m", "        ");
     if (!in.is_number && in.shape == grp.shape) p.loaded[grp.inputs[i]] = "pin" + si;
   }
-  Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
+  Status st = RenderGroupOps(g, grp, "        ", &names, &p.lines);
   if (!st.ok()) return st;
-  const std::string result = names.at(grp.outputs[0]);
+  for (const auto& r : results_of) p.results.push_back(names.at(r));
   p.tensor = "in" + std::to_string(first_tensor);
-  p.load = [loads, result](const std::string& other) {
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
+  if (grp.outputs.size() != 1) return Status::Error("a prologue has one output");
+  Status st = RenderPrologue(g, grp, grp.outputs, out);
+  if (!st.ok()) return st;
+  out->load = [loads = out->lines, result = out->results[0]](const std::string& other) {
     return loads + "        v = tl.where(m, " + result + ", " + other + ")\n";
   };
-  *out = std::move(p);
   return Status::Ok();
 }
 
@@ -929,7 +938,7 @@ std::map<size_t, std::vector<size_t>> FormSiblings(const Graph& g, const std::ve
       bool shares = false, ready = true;
       for (const auto& in : inputs(k2)) {
         shares = shares || tensors.count(in) > 0;
-        ready = ready && g.index.at(in) < static_cast<size_t>(reds[k].first);
+        ready = ready && g.index.at(in) < reds[k].first;
       }
       if (!shares || !ready) continue;
       for (const auto& in : inputs(k2)) {
@@ -967,24 +976,9 @@ Status MakeSiblingPrologue(const Graph& g, const std::vector<const Group*>& pro,
     u.ops.insert(pro[j]->ops.begin(), pro[j]->ops.end());
     result_nodes.push_back(pro[j]->outputs[0]);
   }
-  const size_t first_tensor = FirstTensorInput(g, u);
-  if (first_tensor == u.inputs.size()) return Status::Error("sibling reductions without tensor inputs");
-  ReductionPrologue p;
-  std::map<std::string, std::string> names;
-  for (size_t i = 0; i < u.inputs.size(); ++i) {
-    const std::string si = std::to_string(i);
-    const Node& in = *g.Find(u.inputs[i]);
-    p.params.push_back("in" + si);
-    p.head += InputPrelude(in, i);
-    names[u.inputs[i]] = in.is_number ? "in" + si : "pin" + si;
-    if (!in.is_number) p.lines += InputLoad(in, u, i, "pin" + si, "m", "        ");
-  }
-  Status st = RenderGroupOps(g, u, "        ", &names, &p.lines);
+  Status st = RenderPrologue(g, u, result_nodes, out);
   if (!st.ok()) return st;
-  for (const auto& r : result_nodes) p.results.push_back(names.at(r));
-  p.tensor = "in" + std::to_string(first_tensor);
   *inputs = u.inputs;
-  *out = std::move(p);
   return Status::Ok();
 }
 
