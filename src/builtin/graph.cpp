@@ -166,7 +166,7 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
 // not counted by the mean). Rewritten into one F.cross_entropy node with its
 // settings as keywords, which the compiler generates as one reduction (one
 // read of x). The loss node keeps its name.
-bool LowerCrossEntropy(const json& jn, const json& out, std::set<std::string>* names, json* lowered) {
+bool LowerCrossEntropy(const json& jn, const json& out, json* lowered) {
   const std::string callable = jn.contains("callable") && jn["callable"].is_string() ? jn["callable"].get<std::string>() : "";
   const json mod = jn.contains("module") && jn["module"].is_object() ? jn["module"] : json::object();
   const bool as_module = jn.value("op", "") == "call_module" && mod.value("class", "") == "CrossEntropyLoss";
@@ -437,7 +437,7 @@ json LowerAtLoad(const json& nodes) {
   for (const auto& jn : nodes) names.insert(jn.value("name", ""));
   for (const auto& jn : nodes) {
     json tri = json::array();
-    if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &names, &tri) ||
+    if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &tri) ||
         LowerGlobalAvgPool(jn, out, &tri) || LowerEvalBatchNorm(jn, out, &names, &tri, &front) ||
         LowerNorm(jn, out, &names, &tri)) {
       for (auto& t : tri) out.push_back(std::move(t));
