@@ -356,9 +356,6 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
   EXPECT_GE(knobs["per_sm"], static_cast<int>(fits));
   AllPlansPass("tests/corpus/builtin/split_rows.py", 0);
 }
-// The interpreter runs kernels that Triton's GPU compiler rejects (a loop
-// variable whose shape changes in the loop): every large-step plan of these
-// tasks, and the split-row plan, compiled for sm_90 by Triton itself, on the CPU.
 TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   TaskRef t = Task("tests/corpus/builtin/split_row_epilogues.py");
   Graph g;
@@ -387,6 +384,9 @@ TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   for (auto& r : plan.red) r.coop = -1;
   EXPECT_EQ(CountRedEpilogues(g, plan), 0);
 }
+// The interpreter runs kernels that Triton's GPU compiler rejects (a loop
+// variable whose shape changes in the loop): every large-step plan of these
+// tasks, the split-row plan and the split-row epilogue plan, compiled for sm_90 by Triton itself, on the CPU.
 TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_compile_");
   std::string files;
