@@ -82,23 +82,24 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     split_row_epilogue = split_row_epilogue || (EpilogueFits(op) && !EpilogueFits(op, off));
   }
   const bool with_epilogues = CountRedEpilogues(graph_, Plan()) > 0;
+  const bool with_prologues = CountReducePrologues(graph_, Plan()) > 0;
   if (split_row_epilogue && with_epilogues) {
     Plan both;
     both.red_epilogue = true;
-    both.reduce_prologue = CountReducePrologues(graph_, Plan()) > 0;
+    both.reduce_prologue = with_prologues;
     plans.push_back(both);
   }
   // Reductions over the same rows of shared inputs in one kernel (each input
-  // read once), with their elementwise work inside: first after the default,
-  // as it saves whole passes.
+  // read once), with their elementwise work inside: early, as it saves whole
+  // passes.
   {
     Plan sib;
     sib.siblings = true;
-    sib.reduce_prologue = CountReducePrologues(graph_, Plan()) > 0;
+    sib.reduce_prologue = with_prologues;
     if (CountSiblingReductions(graph_, sib) > 0) plans.push_back(sib);
   }
   // Elementwise work computed inside the reduction that reads it.
-  if (CountReducePrologues(graph_, Plan()) > 0) {
+  if (with_prologues) {
     Plan pro;
     pro.reduce_prologue = true;
     plans.push_back(pro);
@@ -108,7 +109,7 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   if (with_epilogues) {
     Plan re;
     re.red_epilogue = true;
-    if (CountReducePrologues(graph_, Plan()) > 0) {
+    if (with_prologues) {
       Plan both = re;
       both.reduce_prologue = true;
       plans.push_back(both);
