@@ -115,6 +115,9 @@ class CandidateRole:
         inputs = common.make_inputs(self.task, seed, self.device)
         before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         kernels = None
+        # `launched` reports this trial's launches only: the kernel has to run
+        # in every call, not once during warm-up or the first trial.
+        del self.counter.launched[:]
         try:
             with torch.no_grad():
                 if req.get("profile") and self.device.startswith("cuda"):

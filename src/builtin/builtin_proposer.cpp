@@ -283,6 +283,12 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
             c.coop = up ? std::min(32, cur.coop * f) : std::max(1, cur.coop / f);
             cands.push_back({"programs per SM", c});
           }
+          if (reds[k].second.kind == "norm" && dist == 1) {
+            // the chunks held until the row is complete, or re-read from L2
+            c = cur;
+            c.lag = cur.lag > 0 ? -1 : 1;
+            cands.push_back({"chunk re-read", c});
+          }
         }
       }
       for (const auto& [knob, c] : cands) {

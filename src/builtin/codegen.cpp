@@ -39,7 +39,8 @@ json Plan::ToJson() const {
     json r = json::array();
     for (const auto& k : red) {
       json e = {k.block_r, k.block_m, k.warps, k.split};
-      if (k.coop != 0) e.push_back(k.coop);
+      if (k.coop != 0 || k.lag != 0) e.push_back(k.coop);
+      if (k.lag != 0) e.push_back(k.lag);
       r.push_back(e);
     }
     j["red"] = r;
@@ -79,10 +80,10 @@ Status Plan::FromJson(const json& j, Plan* out) {
     }
     for (const auto& k : j.value("red", json::array())) {
       RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>(),
-                    k.size() > 4 ? k.at(4).get<int>() : 0};
+                    k.size() > 4 ? k.at(4).get<int>() : 0, k.size() > 5 ? k.at(5).get<int>() : 0};
       auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
       if (!pow2_or_auto(r.block_r) || !pow2_or_auto(r.block_m) || r.warps < 0 || r.warps > 32 || r.split < 0 ||
-          r.split > 4096 || r.coop < -1 || r.coop > 32) {
+          r.split > 4096 || r.coop < -1 || r.coop > 32 || r.lag < -1 || r.lag > 1) {
         return Status::Error("plan has a bad reduction schedule");
       }
       p.red.push_back(r);

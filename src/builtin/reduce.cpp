@@ -216,8 +216,9 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 // The split-row kernel's head: work item `item` is chunk item % KS of row
 // item // KS, in registers as v ([1, CHUNK]); PHASE 2 runs with every program
 // resident (a cooperative launch), PHASE 0 and 1 are its two halves in two
-// ordinary launches.
-const char* const kCoopHead = R"(@triton.jit
+// ordinary launches. kCoopTop opens the loop over the items, kCoopChunk loads
+// the item's chunk (12-space indent).
+const char* const kCoopTop = R"(@triton.jit
 def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
                     KP: tl.constexpr{CONSTS}):
     # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: a
@@ -226,7 +227,8 @@ def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.cons
     for t in range(0, ROUNDS):
         item = tl.program_id(0) + t * G
         if item < {ROWS} * KS:
-            rows = (tl.zeros([1], dtype=tl.int32) + item // KS){CAST}
+)";
+const char* const kCoopChunk = R"(            rows = (tl.zeros([1], dtype=tl.int32) + item // KS){CAST}
             rvalid = rows < {ROWS}
             row2 = rows[:, None]
             rmask = rvalid[:, None]
@@ -236,15 +238,57 @@ def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.cons
             addr = base + {OFF}
 {LOADC})";
 
+// The re-read form of the split-row kernel (RedSchedule::lag, PHASE 3): in
+// each round a program stores its chunk's partial results, then applies the
+// row's result to the chunk KS items back, whose row is complete by then, so
+// no program waits for the rest of its own row; that chunk is read again,
+// from L2 (the first read asks L2 to keep it, the second and the output's
+// store ask it not to). Under the interpreter it runs as one program.
+const char* const kCoopLagTop = R"(@triton.jit
+def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
+                    KP: tl.constexpr{CONSTS}):
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: a
+    # program stores its chunk's partial results, then applies the finished row's results to
+    # the chunk KS items back, read again from L2, so x is read from memory once
+    for t in range(0, ROUNDS):
+        item = tl.program_id(0) + t * G
+        if item < {ROWS} * KS:
+)";
+const char* const kCoopLagSecond = R"(        if PHASE == 3:
+            item = tl.program_id(0) + t * G - KS
+            if (item >= 0) & (item < {ROWS} * KS):
+)";
+
 // Waits until the KS programs of the row have stored their partial results;
-// ks, at: the row's partial results.
-const char* const kCoopWait = R"(            if PHASE != 0:
-                seen = tl.atomic_add(cnt + item // KS, 0, sem='acquire')
+// ks, at: the row's partial results. kCoopWaitIf opens the second half of an
+// item (PHASE 1 and 2, and 3 in the re-read form's second block).
+const char* const kCoopWaitIf = R"(            if PHASE != 0:
+)";
+const char* const kCoopLagWaitIf = R"(            if (PHASE == 1) or (PHASE == 2):
+)";
+const char* const kCoopWaitBody = R"(                seen = tl.atomic_add(cnt + item // KS, 0, sem='acquire')
                 while seen < KS:
                     seen = tl.atomic_add(cnt + item // KS, 0, sem='acquire')
                 ks = tl.arange(0, KP)
                 at = (item // KS) * KS + ks
 )";
+
+// `text` with `kwarg` added to every call of `call` (e.g. "tl.load(").
+std::string WithKwarg(std::string text, const std::string& call, const std::string& kwarg) {
+  size_t at = 0;
+  while ((at = text.find(call, at)) != std::string::npos) {
+    size_t i = at + call.size();
+    int depth = 1;
+    for (; i < text.size() && depth > 0; ++i) {
+      if (text[i] == '(') ++depth;
+      if (text[i] == ')') --depth;
+    }
+    if (depth != 0) break;
+    text.insert(i - 1, ", " + kwarg);
+    at = i + kwarg.size();
+  }
+  return text;
+}
 
 const char* const kCoopLaunch = R"(    _ax_coop_launch(_ax_red{K}_coop, {DEV}, ({XARGS}, {COOP_OUTS}pa, pb, cnt), {ROWS} * {KS}, {KS}, {PER_SM},
                     {COOP_META}CHUNK={CCHUNK}, KS={KS}, KP={KP}, num_warps={CW})
@@ -350,22 +394,26 @@ const char* CoopLaunchHelper() {
 _ax_coop_fits = {}
 
 
-def _ax_coop_launch(kernel, dev, args, items, ks, per_sm, **meta):
+def _ax_coop_launch(kernel, dev, args, items, ks, per_sm, lag=False, **meta):
     """Runs a split-row kernel over `items` chunks, `ks` per row. On a GPU: one
     cooperative launch of per_sm programs per SM (fewer when they do not fit),
     every program resident, so the programs of a row can wait for each other's
-    partial results while keeping their chunks in registers (x read once).
-    Under the interpreter, off CUDA, or when no such grid fits: two ordinary
-    launches, the partial results and then the rest (x read twice)."""
-    if dev.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+    partial results while keeping their chunks in registers (x read once); with
+    lag, each program applies finished rows to chunks ks items back instead.
+    Under the interpreter a lag kernel runs as one program, items in order.
+    Otherwise, off CUDA, or when no such grid fits: two ordinary launches, the
+    partial results and then the rest (x read twice)."""
+    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    if dev.type == "cuda" and not interpret:
         key = (kernel, per_sm, dev.index)
         p = _ax_coop_fits.get(key, per_sm)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         while p > 0:
-            g = min(sms * p // ks * ks, items)
+            g = min(sms * p if lag else sms * p // ks * ks, items)
             if g > 0:
                 try:
-                    kernel[(g,)](*args, g, ROUNDS=triton.cdiv(items, g), PHASE=2, launch_cooperative_grid=True, **meta)
+                    kernel[(g,)](*args, g, ROUNDS=triton.cdiv(items + (ks if lag else 0), g), PHASE=3 if lag else 2,
+                                 launch_cooperative_grid=True, **meta)
                     _ax_coop_fits[key] = p
                     return
                 except RuntimeError as e:
@@ -373,6 +421,9 @@ def _ax_coop_launch(kernel, dev, args, items, ks, per_sm, **meta):
                         raise
             p -= 1
         _ax_coop_fits[key] = 0
+    elif lag and interpret:
+        kernel[(1,)](*args, 1, ROUNDS=items + ks, PHASE=3, **meta)
+        return
     kernel[(items,)](*args, items, ROUNDS=1, PHASE=0, **meta)
     kernel[(items,)](*args, items, ROUNDS=1, PHASE=1, **meta)
 
@@ -744,6 +795,13 @@ bool CoopRows(const Geometry& g) { return RContiguous(g) && Pow2Ceil(g.R) > 4096
 // Big enough that a split-row kernel is the default (its host work, about
 // three small allocations and a zero fill, is then noise).
 bool CoopByDefault(const Geometry& g) { return g.numel() >= (int64_t{1} << 22); }
+// A norm's split-row kernel re-reads its chunks (RedSchedule::lag) only when
+// a plan asks: measured on an H200 (8192-element chunks, 8 warps, 4 programs
+// per SM, judged as candidates are), it was not reliably faster than holding
+// them: group norm over [896, 2097152] 5.45-5.64 ms re-read, 5.76 held, 5.44
+// in two kernels; layer norm over [16, 4194304] 0.420-0.454 ms re-read, 0.403
+// held; instance norm over [7168, 262144] 4.55 ms re-read, 4.35 held.
+bool LagByDefault(const Geometry&) { return false; }
 // A sum, mean, max or min whose epilogue runs in a split-row kernel: long
 // contiguous rows, on by default for a large tensor (want.coop 0), or asked.
 bool CoopEpilogue(const RedOp& op, const RedSchedule& want) {
@@ -786,6 +844,7 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
     s.block_r = static_cast<int>(Pow2Ceil(g.R));  // the whole row in one tile: one pass
   }
   s.coop = want.coop < 0 ? -1 : 0;  // kept off when asked to be (a plan's other changes must not turn it on)
+  s.lag = want.lag < 0 ? -1 : 0;
   if (CoopFits(op) && (want.coop > 0 || (want.coop == 0 && CoopByDefault(g)))) {
     // Rows longer than a tile: one split-row kernel, each program holding a
     // chunk in registers (H200, best of 9 configurations per shape: softmax
@@ -794,6 +853,7 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
     // warps, 4 per SM; the two-kernel plans reach 0.63-0.67 there).
     const bool sm = op.kind != "norm";
     s.coop = want.coop > 0 ? std::min(want.coop, 32) : (sm ? 8 : 4);
+    if (!sm && (want.lag > 0 || (want.lag == 0 && LagByDefault(g)))) s.lag = 1;
     if (s.block_r <= 0) s.block_r = sm ? 4096 : 8192;
     s.block_r = std::clamp(s.block_r, 1024, 16384);
     if (CeilDiv(g.R, s.block_r) > 512) s.block_r = static_cast<int>(std::min<int64_t>(16384, Pow2Ceil(CeilDiv(g.R, 512))));
@@ -1072,10 +1132,10 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
         kv["CONSTS"] = "";
         kv["ECONCE"] = Indent4(Indent4(Indent4(epi->once)));
         kv["ECLINES"] = Indent4(Indent4(epi->coop_lines));
-        o << Fill(std::string(kCoopHead) + R"(            if PHASE != 1:
+        o << Fill(std::string(kCoopTop) + kCoopChunk + R"(            if PHASE != 1:
                 tl.store(pa + item, {REDUCE}({REDUCE}(v, axis=1), axis=0))
                 tl.atomic_add(cnt + item // KS, 1, sem='release')
-)" + kCoopWait + R"(                av = tl.load(pa + at, mask=ks < KS, other={NEUTRAL}, volatile=True)
+)" + kCoopWaitIf + kCoopWaitBody + R"(                av = tl.load(pa + at, mask=ks < KS, other={NEUTRAL}, volatile=True)
                 red2 = tl.zeros([1, 1], dtype=tl.float32) + {REDUCE}(av, axis=0){POST1}
 {ECONCE}                offs = addr
 {ECLINES}
@@ -1161,13 +1221,13 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
     kv["COOP_META"] = "";
     kv["CONSTS"] = "";
     kv["YC"] = op.kind == "softmax" ? "tl.exp(v - safe) / tot" : "v - (safe + tl.log(tot))";
-    o << Fill(std::string(kCoopHead) + R"(            if PHASE != 1:
+    o << Fill(std::string(kCoopTop) + kCoopChunk + R"(            if PHASE != 1:
                 A = tl.max(tl.max(v, axis=1), axis=0)
                 e = tl.exp(v - tl.where(A == float('-inf'), 0.0, A))
                 tl.store(pa + item, A)
                 tl.store(pb + item, tl.sum(tl.sum(e, axis=1), axis=0))
                 tl.atomic_add(cnt + item // KS, 1, sem='release')
-)" + kCoopWait + R"(                av = tl.load(pa + at, mask=ks < KS, other=float('-inf'), volatile=True)
+)" + kCoopWaitIf + kCoopWaitBody + R"(                av = tl.load(pa + at, mask=ks < KS, other=float('-inf'), volatile=True)
                 bv = tl.load(pb + at, mask=ks < KS, other=0.0, volatile=True)
                 mx = tl.max(av, axis=0)
                 safe = tl.where(mx == float('-inf'), 0.0, mx)
@@ -1425,7 +1485,7 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
       kv["COOP_OUTS"] = "out, mean, var, w, b, ";
       kv["COOP_META"] = "HAS_B=getattr(mod, \"bias\", None) is not None, ";
       kv["AFFC"] = Indent4(Indent4(Indent4(aff)));
-      o << Fill(std::string(kCoopHead) + R"(            if PHASE != 1:
+      const std::string stats = R"(            if PHASE != 1:
                 v0 = tl.where(m, v, 0.0)
                 n_i = tl.minimum({R} - (item % KS) * CHUNK, CHUNK).to(tl.float32)
                 cs = tl.sum(tl.sum(v0, axis=1), axis=0)
@@ -1433,7 +1493,8 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
                 tl.store(pa + item, cs)
                 tl.store(pb + item, tl.sum(tl.sum(d * d, axis=1), axis=0))
                 tl.atomic_add(cnt + item // KS, 1, sem='release')
-)" + kCoopWait + R"(                sv = tl.load(pa + at, mask=ks < KS, other=0.0, volatile=True)
+)";
+      const std::string apply = std::string(kCoopWaitBody) + R"(                sv = tl.load(pa + at, mask=ks < KS, other=0.0, volatile=True)
                 qv = tl.load(pb + at, mask=ks < KS, other=0.0, volatile=True)
                 nv = tl.where(ks < KS, tl.minimum({R} - ks * CHUNK, CHUNK), 0).to(tl.float32)
                 mu = tl.sum(sv, axis=0) / {R}.0
@@ -1444,9 +1505,19 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
                 if item % KS == 0:
                     tl.store(mean_out + item // KS, mu)
                     tl.store(var_out + item // KS, va)
-
-
-)" + kNormLaunchHead + kCoopBuffers + kCoopLaunch + R"({RUNNING}    return out
+)";
+      std::string kernel;
+      if (cs.lag > 0) {
+        const std::string chunk = Fill(kCoopChunk, kv);
+        kernel = Fill(kCoopLagTop, kv) + WithKwarg(chunk, "tl.load(", "eviction_policy='evict_last'") + Fill(stats, kv) +
+                 kCoopLagWaitIf + Fill(apply, kv) + Fill(kCoopLagSecond, kv) +
+                 Indent4(WithKwarg(chunk, "tl.load(", "eviction_policy='evict_first'")) +
+                 WithKwarg(Fill(apply, kv), "tl.store(out + addr", "cache_modifier='.cs'");
+        kv["COOP_META"] += "lag=True, ";
+      } else {
+        kernel = Fill(std::string(kCoopTop) + kCoopChunk + stats + kCoopWaitIf + apply, kv);
+      }
+      o << kernel << "\n\n" << Fill(std::string(kNormLaunchHead) + kCoopBuffers + kCoopLaunch + R"({RUNNING}    return out
 
 
 )", kv);

@@ -88,8 +88,12 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out);
 // chosen from the geometry, -1 off, n > 0 on with n programs per SM; resolved:
 // n > 0 when used (block_r is then the chunk a program holds), else -1 when
 // asked off and 0 when not chosen.
+// lag (norms in a split-row kernel): a program applies the row's statistics
+// to the chunk KS items back, read again from L2, instead of holding its chunk
+// while the rest of its row arrives; requested: 0 chosen from the geometry, -1
+// off, 1 on; resolved: 1 when used, else -1 or 0 as for coop.
 struct RedSchedule {
-  int block_r = 0, block_m = 0, warps = 0, split = 0, coop = 0;
+  int block_r = 0, block_m = 0, warps = 0, split = 0, coop = 0, lag = 0;
   bool operator==(const RedSchedule&) const = default;
 };
 

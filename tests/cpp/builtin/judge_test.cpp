@@ -356,6 +356,70 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
   EXPECT_GE(knobs["per_sm"], static_cast<int>(fits));
   AllPlansPass("tests/corpus/builtin/split_rows.py", 0);
 }
+TEST_F(BuiltinJudge, SplitRowNormsReReadTheirChunks) {
+  TaskRef t = Task("tests/corpus/builtin/split_rows.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  // the three norms as split-row kernels that re-read their chunks, the
+  // softmax and log_softmax holding theirs
+  Plan plan = CoopPlan(g);
+  size_t norms = 0;
+  const auto reds = FormReductions(g, Plan());
+  for (size_t i = 0; i < reds.size(); ++i) {
+    if (reds[i].second.kind == "norm") {
+      plan.red[i].lag = 1;
+      ++norms;
+    }
+  }
+  ASSERT_EQ(norms, 3u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(CoopLaunches(src), 5u) << src;
+  EXPECT_EQ(count("lag=True, CHUNK="), norms) << src;
+  EXPECT_EQ(count("        if PHASE == 3:\n            item = tl.program_id(0) + t * G - KS\n"), norms) << src;
+  EXPECT_EQ(count("if (PHASE == 1) or (PHASE == 2):"), norms) << src;
+  // the first read stays in L2 for the second; the second read and the output leave it
+  EXPECT_EQ(count("eviction_policy='evict_last')"), norms) << src;
+  EXPECT_EQ(count("eviction_policy='evict_first')"), norms) << src;
+  EXPECT_EQ(count("tl.store(out + addr, y, mask=m, cache_modifier='.cs')"), norms) << src;
+  // under the interpreter each re-read kernel runs as one program, items in
+  // order, so its second block (the apply KS items back) is what computes
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  Plan back;
+  ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
+  for (size_t i = 0; i < reds.size(); ++i) EXPECT_EQ(back.RedFor(i).lag, plan.RedFor(i).lag) << i;
+  // a small step turns it off for one norm (and back on from there)
+  std::unique_ptr<search::Proposer> prop;
+  ASSERT_TRUE(MakeBuiltinProposer(judge_, t, Opts(), &prop).ok());
+  search::StepContext ctx;
+  ctx.large = false;
+  ctx.prompt.parent.source = src;
+  ctx.prompt.parent.verdict = "correct, 1.00x";
+  int toggles = 0;
+  for (int i = 0; i < 400; ++i) {
+    search::Proposal p = prop->Propose(ctx);
+    if (p.source.empty()) break;
+    if (p.note.find("chunk re-read") == std::string::npos) continue;
+    ++toggles;
+    size_t lags = 0;
+    for (size_t at = p.source.find("lag=True, CHUNK="); at != std::string::npos;
+         at = p.source.find("lag=True, CHUNK=", at + 1)) {
+      ++lags;
+    }
+    EXPECT_EQ(lags, norms - 1) << p.note;
+  }
+  EXPECT_EQ(toggles, static_cast<int>(norms));
+  // by default no norm re-reads its chunks
+  Plan dflt = CoopPlan(g);
+  ASSERT_TRUE(Generate(g, t.source, dflt, &src).ok());
+  EXPECT_EQ(src.find("lag=True"), std::string::npos);
+}
 TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   TaskRef t = Task("tests/corpus/builtin/split_row_epilogues.py");
   Graph g;
@@ -386,7 +450,8 @@ TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
 }
 // The interpreter runs kernels that Triton's GPU compiler rejects (a loop
 // variable whose shape changes in the loop): every large-step plan of these
-// tasks, the split-row plan and the split-row epilogue plan, compiled for sm_90 by Triton itself, on the CPU.
+// tasks, the split-row plan (and its re-read form for norms) and the split-row
+// epilogue plan, compiled for sm_90 by Triton itself, on the CPU.
 TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_compile_");
   std::string files;
@@ -407,6 +472,13 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
     epi.red_epilogue = true;
     epi.red.assign(FormReductions(g, epi).size(), RedSchedule{1024, 0, 0, 0, 2});
     if (CountRedEpilogues(g, epi) > 0) plans.push_back(epi);
+    Plan lag = CoopPlan(g);  // norms whose split-row kernels re-read their chunks
+    bool norm = false;
+    const auto reds = FormReductions(g, Plan());
+    for (size_t i = 0; i < reds.size(); ++i) {
+      if (reds[i].second.kind == "norm" && lag.red[i].coop > 0) lag.red[i].lag = 1, norm = true;
+    }
+    if (norm) plans.push_back(lag);
     for (const Plan& p : plans) {
       std::string src;
       if (!Generate(g, t.source, p, &src).ok()) continue;
