@@ -249,6 +249,13 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
   }
   // Reductions: BLOCK_R, BLOCK_M, warps, split, each doubled or halved.
   std::vector<std::pair<int, RedOp>> reds = FormReductions(graph_, parent);
+  // Whether reduction j's epilogue runs in the split-row kernel (it fits only
+  // so); its requested schedule is then kept as it is.
+  auto split_epilogue = [&](size_t j) {
+    RedSchedule off = parent.RedFor(j);
+    off.coop = -1;
+    return parent.red_epilogue && EpilogueFits(reds[j].second, parent.RedFor(j)) && !EpilogueFits(reds[j].second, off);
+  };
   for (int dist = 1; dist <= 3; ++dist) {
     for (size_t k = 0; k < reds.size(); ++k) {
       RedSchedule cur = ResolveSchedule(reds[k].second, parent.RedFor(k));
@@ -291,13 +298,33 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
           }
         }
       }
-      for (const auto& [knob, c] : cands) {
+      // A split-row reduction epilogue (a sum, mean, max or min whose epilogue
+      // fits only so): off, the epilogue then a kernel of its own, and its
+      // programs per SM doubled or halved. Its chunk and warps are the
+      // requested schedule's, which the resolved one does not show.
+      if (split_epilogue(k)) {
+        RedSchedule off = parent.RedFor(k);
+        off.coop = -1;
+        if (dist == 1) cands.push_back({"split-row epilogue off", off});
+        const int per_sm = parent.RedFor(k).coop > 0 ? parent.RedFor(k).coop : 16;
+        for (int up : {1, 0}) {
+          RedSchedule c = parent.RedFor(k);
+          c.coop = up ? std::min(32, per_sm * f) : std::max(1, per_sm / f);
+          if (c.coop != per_sm) cands.push_back({"split-row epilogue programs per SM", c});
+        }
+      }
+      for (size_t ci = 0; ci < cands.size(); ++ci) {
+        const auto& [knob, c] = cands[ci];
         if (static_cast<int64_t>(c.block_m) * c.block_r > 16384) continue;
         // a change the schedule resolves away would only repeat the parent
-        if (ResolveSchedule(reds[k].second, c) == cur) continue;
+        // (the split-row epilogue's knobs are not in the resolved schedule)
+        const bool epi_knob = knob.rfind("split-row epilogue", 0) == 0;
+        if (!epi_knob && ResolveSchedule(reds[k].second, c) == cur) continue;
         Plan q = parent;
         q.red.resize(std::max(q.red.size(), reds.size()));
-        for (size_t j = 0; j < reds.size(); ++j) q.red[j] = ResolveSchedule(reds[j].second, parent.RedFor(j));
+        for (size_t j = 0; j < reds.size(); ++j) {
+          q.red[j] = split_epilogue(j) ? parent.RedFor(j) : ResolveSchedule(reds[j].second, parent.RedFor(j));
+        }
         q.red[k] = c;
         if (TryPlan(q, &p, &error)) {
           p.note = "builtin: reduction " + std::to_string(k) + " (" + reds[k].second.kind + ") " + knob + " changed";

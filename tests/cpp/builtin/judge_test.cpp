@@ -2,6 +2,7 @@
 // reference worker, the generated ModelNew judged under TRITON_INTERPRET=1
 // (small corpus tasks), and tracing + codegen over every KernelBench problem
 // (traced on the meta device, generated sources only parsed, never run).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -444,6 +445,44 @@ TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   EXPECT_EQ(src.find("tl.load(ein"), std::string::npos) << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // Small steps from this plan: one epilogue's split-row kernel off (that
+  // epilogue then a kernel of its own, the others untouched), or its
+  // programs per SM doubled or halved (2 here).
+  auto per_sm = [](const std::string& s) {
+    std::vector<std::string> out;
+    for (size_t at = s.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
+         at = s.find("    _ax_coop_launch(_ax_red", at + 1)) {
+      const std::string line = s.substr(at, s.find('\n', at) - at);  // ..., ROWS * KS, KS, PER_SM,
+      const size_t end = line.rfind(',');
+      out.push_back(line.substr(line.rfind(", ", end - 1) + 2, end - line.rfind(", ", end - 1) - 2));
+    }
+    return out;
+  };
+  EXPECT_EQ(per_sm(src), (std::vector<std::string>{"2", "2", "2"})) << src;
+  std::unique_ptr<search::Proposer> prop;
+  ASSERT_TRUE(MakeBuiltinProposer(judge_, t, Opts(), &prop).ok());
+  search::StepContext ctx;
+  ctx.large = false;
+  ctx.prompt.parent.source = src;
+  ctx.prompt.parent.verdict = "correct, 1.00x";
+  int offs = 0, moved = 0;
+  for (int i = 0; i < 400; ++i) {
+    search::Proposal p = prop->Propose(ctx);
+    if (p.source.empty()) break;
+    if (p.note.find("split-row epilogue off") != std::string::npos) {
+      ++offs;
+      EXPECT_EQ(CoopLaunches(p.source), 2u) << p.note;
+      EXPECT_NE(p.source.find("_ax_launch"), std::string::npos) << p.note;  // its epilogue's own kernel
+    }
+    if (p.note.find("split-row epilogue programs per SM") != std::string::npos) {
+      ++moved;
+      std::vector<std::string> v2 = per_sm(p.source);
+      ASSERT_EQ(v2.size(), 3u) << p.note;
+      EXPECT_EQ(std::count(v2.begin(), v2.end(), "2"), 2) << p.note;  // one of them changed
+    }
+  }
+  EXPECT_EQ(offs, 3);
+  EXPECT_GE(moved, 3);
   // Asked off, the epilogues are not formed for these rows.
   for (auto& r : plan.red) r.coop = -1;
   EXPECT_EQ(CountRedEpilogues(g, plan), 0);
