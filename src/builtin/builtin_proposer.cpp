@@ -306,15 +306,14 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
         RedSchedule off = parent.RedFor(k);
         off.coop = -1;
         if (dist == 1) cands.push_back({"split-row epilogue off", off});
-        const int per_sm = parent.RedFor(k).coop > 0 ? parent.RedFor(k).coop : 16;
+        const int per_sm = parent.RedFor(k).coop > 0 ? parent.RedFor(k).coop : kCoopEpiloguePerSm;
         for (int up : {1, 0}) {
           RedSchedule c = parent.RedFor(k);
           c.coop = up ? std::min(32, per_sm * f) : std::max(1, per_sm / f);
           if (c.coop != per_sm) cands.push_back({"split-row epilogue programs per SM", c});
         }
       }
-      for (size_t ci = 0; ci < cands.size(); ++ci) {
-        const auto& [knob, c] = cands[ci];
+      for (const auto& [knob, c] : cands) {
         if (static_cast<int64_t>(c.block_m) * c.block_r > 16384) continue;
         // a change the schedule resolves away would only repeat the parent
         // (the split-row epilogue's knobs are not in the resolved schedule)

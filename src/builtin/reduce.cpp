@@ -216,18 +216,26 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
 // The split-row kernel's head: work item `item` is chunk item % KS of row
 // item // KS, in registers as v ([1, CHUNK]); PHASE 2 runs with every program
 // resident (a cooperative launch), PHASE 0 and 1 are its two halves in two
-// ordinary launches. kCoopTop opens the loop over the items, kCoopChunk loads
+// ordinary launches. CoopTop opens the loop over the items, kCoopChunk loads
 // the item's chunk (12-space indent).
-const char* const kCoopTop = R"(@triton.jit
+// The loop head of the split-row kernel, held (PHASE 0-2) or re-read (lag).
+std::string CoopTop(bool lag) {
+  const std::string how = lag ? R"(a
+    # program stores its chunk's partial results, then applies the finished row's results to
+    # the chunk KS items back, read again from L2, so x is read from memory once)"
+                              : R"(a
+    # program keeps its chunk in registers while the row's programs exchange partial results
+    # through pa, pb and the row's counter, so x is read once)";
+  return R"(@triton.jit
 def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
                     KP: tl.constexpr{CONSTS}):
-    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: a
-    # program keeps its chunk in registers while the row's programs exchange partial results
-    # through pa, pb and the row's counter, so x is read once
+    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: )" +
+         how + R"(
     for t in range(0, ROUNDS):
         item = tl.program_id(0) + t * G
         if item < {ROWS} * KS:
 )";
+}
 const char* const kCoopChunk = R"(            rows = (tl.zeros([1], dtype=tl.int32) + item // KS){CAST}
             rvalid = rows < {ROWS}
             row2 = rows[:, None]
@@ -238,22 +246,12 @@ const char* const kCoopChunk = R"(            rows = (tl.zeros([1], dtype=tl.int
             addr = base + {OFF}
 {LOADC})";
 
-// The re-read form of the split-row kernel (RedSchedule::lag, PHASE 3): in
+// The re-read form's second block (RedSchedule::lag, PHASE 3): in
 // each round a program stores its chunk's partial results, then applies the
 // row's result to the chunk KS items back, whose row is complete by then, so
 // no program waits for the rest of its own row; that chunk is read again,
 // from L2 (the first read asks L2 to keep it, the second and the output's
 // store ask it not to). Under the interpreter it runs as one program.
-const char* const kCoopLagTop = R"(@triton.jit
-def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
-                    KP: tl.constexpr{CONSTS}):
-    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: a
-    # program stores its chunk's partial results, then applies the finished row's results to
-    # the chunk KS items back, read again from L2, so x is read from memory once
-    for t in range(0, ROUNDS):
-        item = tl.program_id(0) + t * G
-        if item < {ROWS} * KS:
-)";
 const char* const kCoopLagSecond = R"(        if PHASE == 3:
             item = tl.program_id(0) + t * G - KS
             if (item >= 0) & (item < {ROWS} * KS):
@@ -795,13 +793,6 @@ bool CoopRows(const Geometry& g) { return RContiguous(g) && Pow2Ceil(g.R) > 4096
 // Big enough that a split-row kernel is the default (its host work, about
 // three small allocations and a zero fill, is then noise).
 bool CoopByDefault(const Geometry& g) { return g.numel() >= (int64_t{1} << 22); }
-// A norm's split-row kernel re-reads its chunks (RedSchedule::lag) only when
-// a plan asks: measured on an H200 (8192-element chunks, 8 warps, 4 programs
-// per SM, judged as candidates are), it was not reliably faster than holding
-// them: group norm over [896, 2097152] 5.45-5.64 ms re-read, 5.76 held, 5.44
-// in two kernels; layer norm over [16, 4194304] 0.420-0.454 ms re-read, 0.403
-// held; instance norm over [7168, 262144] 4.55 ms re-read, 4.35 held.
-bool LagByDefault(const Geometry&) { return false; }
 // A sum, mean, max or min whose epilogue runs in a split-row kernel: long
 // contiguous rows, on by default for a large tensor (want.coop 0), or asked.
 bool CoopEpilogue(const RedOp& op, const RedSchedule& want) {
@@ -853,7 +844,13 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want) {
     // warps, 4 per SM; the two-kernel plans reach 0.63-0.67 there).
     const bool sm = op.kind != "norm";
     s.coop = want.coop > 0 ? std::min(want.coop, 32) : (sm ? 8 : 4);
-    if (!sm && (want.lag > 0 || (want.lag == 0 && LagByDefault(g)))) s.lag = 1;
+    // A norm's chunks are re-read (lag) only when a plan asks: on an H200
+    // (8192-element chunks, 8 warps, 4 per SM, judged as candidates are) it was
+    // not reliably faster than holding them: group norm over [896, 2097152]
+    // 5.45-5.64 ms re-read, 5.76 held, 5.44 in two kernels; layer norm over
+    // [16, 4194304] 0.420-0.454 ms re-read, 0.403 held; instance norm over
+    // [7168, 262144] 4.55 ms re-read, 4.35 held.
+    if (!sm && want.lag > 0) s.lag = 1;
     if (s.block_r <= 0) s.block_r = sm ? 4096 : 8192;
     s.block_r = std::clamp(s.block_r, 1024, 16384);
     if (CeilDiv(g.R, s.block_r) > 512) s.block_r = static_cast<int>(std::min<int64_t>(16384, Pow2Ceil(CeilDiv(g.R, 512))));
@@ -1125,14 +1122,14 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
         kv["KS"] = I(ks);
         kv["KP"] = I(std::max<int64_t>(2, Pow2Ceil(ks)));
         kv["CW"] = I(want.warps > 0 ? want.warps : 4);
-        kv["PER_SM"] = I(want.coop > 0 ? std::min(want.coop, 32) : 16);
+        kv["PER_SM"] = I(want.coop > 0 ? std::min(want.coop, 32) : kCoopEpiloguePerSm);
         kv["LOADC"] = Indent4(load(neutral, true));
         kv["COOP_OUTS"] = (eparams + outs).substr(2) + ", ";
         kv["COOP_META"] = "";
         kv["CONSTS"] = "";
         kv["ECONCE"] = Indent4(Indent4(Indent4(epi->once)));
         kv["ECLINES"] = Indent4(Indent4(epi->coop_lines));
-        o << Fill(std::string(kCoopTop) + kCoopChunk + R"(            if PHASE != 1:
+        o << Fill(CoopTop(false) + kCoopChunk + R"(            if PHASE != 1:
                 tl.store(pa + item, {REDUCE}({REDUCE}(v, axis=1), axis=0))
                 tl.atomic_add(cnt + item // KS, 1, sem='release')
 )" + kCoopWaitIf + kCoopWaitBody + R"(                av = tl.load(pa + at, mask=ks < KS, other={NEUTRAL}, volatile=True)
@@ -1221,7 +1218,7 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
     kv["COOP_META"] = "";
     kv["CONSTS"] = "";
     kv["YC"] = op.kind == "softmax" ? "tl.exp(v - safe) / tot" : "v - (safe + tl.log(tot))";
-    o << Fill(std::string(kCoopTop) + kCoopChunk + R"(            if PHASE != 1:
+    o << Fill(CoopTop(false) + kCoopChunk + R"(            if PHASE != 1:
                 A = tl.max(tl.max(v, axis=1), axis=0)
                 e = tl.exp(v - tl.where(A == float('-inf'), 0.0, A))
                 tl.store(pa + item, A)
@@ -1509,13 +1506,13 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
       std::string kernel;
       if (cs.lag > 0) {
         const std::string chunk = Fill(kCoopChunk, kv);
-        kernel = Fill(kCoopLagTop, kv) + WithKwarg(chunk, "tl.load(", "eviction_policy='evict_last'") + Fill(stats, kv) +
+        kernel = Fill(CoopTop(true), kv) + WithKwarg(chunk, "tl.load(", "eviction_policy='evict_last'") + Fill(stats, kv) +
                  kCoopLagWaitIf + Fill(apply, kv) + Fill(kCoopLagSecond, kv) +
                  Indent4(WithKwarg(chunk, "tl.load(", "eviction_policy='evict_first'")) +
                  WithKwarg(Fill(apply, kv), "tl.store(out + addr", "cache_modifier='.cs'");
         kv["COOP_META"] += "lag=True, ";
       } else {
-        kernel = Fill(std::string(kCoopTop) + kCoopChunk + stats + kCoopWaitIf + apply, kv);
+        kernel = Fill(CoopTop(false) + kCoopChunk + stats + kCoopWaitIf + apply, kv);
       }
       o << kernel << "\n\n" << Fill(std::string(kNormLaunchHead) + kCoopBuffers + kCoopLaunch + R"({RUNNING}    return out
 

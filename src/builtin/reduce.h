@@ -90,12 +90,16 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out);
 // asked off and 0 when not chosen.
 // lag (norms in a split-row kernel): a program applies the row's statistics
 // to the chunk KS items back, read again from L2, instead of holding its chunk
-// while the rest of its row arrives; requested: 0 chosen from the geometry, -1
-// off, 1 on; resolved: 1 when used, else -1 or 0 as for coop.
+// while the rest of its row arrives; requested: 1 on, 0 or -1 off (never on
+// by default); resolved: 1 when used, else -1 or 0 as requested.
 struct RedSchedule {
   int block_r = 0, block_m = 0, warps = 0, split = 0, coop = 0, lag = 0;
   bool operator==(const RedSchedule&) const = default;
 };
+
+// Programs per SM of a split-row reduction epilogue whose schedule leaves
+// coop at 0.
+constexpr int kCoopEpiloguePerSm = 16;
 
 // Whether op can run as one split-row kernel (RedSchedule::coop): a softmax,
 // log_softmax or norm over contiguous rows too long for one tile.

@@ -925,13 +925,12 @@ class JudgePool : public Judge {
         return same;
       }
     };
-    // `profile`: the first of them runs under the profiler, whose kernel list
-    // is the GPU's evidence of what the candidate launched.
+    // `profile`: they run under the profiler, whose kernel list is the GPU's
+    // evidence of what the candidate launched.
     auto trials = [&](int count, unsigned long long base, int index0, std::shared_lock<std::shared_mutex>* held,
-                      bool profile_first) -> bool {
+                      bool profile) -> bool {
       for (int k = 0; k < count; ++k) {
         unsigned long long seed = base + static_cast<unsigned long long>(k);
-        bool profile = profile_first && k == 0;
         json treq = {{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir}, {"profile", profile}};
         auto check = [&](const Reply& r) -> bool {
           if (Rejected(*v)) {
