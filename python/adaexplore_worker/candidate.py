@@ -121,7 +121,7 @@ class CandidateRole:
         try:
             with torch.no_grad():
                 if req.get("profile") and self.device.startswith("cuda"):
-                    kernels, out = self._profiled(inputs)
+                    kernels, gpu, out = self._profiled(inputs, req.get("flush_bytes", 0))
                 else:
                     out = self.model(*inputs)
                     common.sync(self.device)
@@ -145,19 +145,40 @@ class CandidateRole:
                 "launched": sorted(set(self.counter.launched))}
         if kernels is not None:
             resp["gpu_kernels"] = kernels
+            resp.update(gpu)
         resp.update(self._integrity())
         return resp
 
-    def _profiled(self, inputs):
+    def _profiled(self, inputs, flush_bytes=0):
+        """One call under the profiler: the names of the GPU activities it ran
+        (kernels, copies, memsets) and their times on the GPU's own clock:
+        `gpu_span_ms` from the first one's start to the last one's end (gaps
+        between launches included, the host's time before the first launch
+        not), `gpu_busy_ms` the sum of their durations. The L2 is flushed
+        first, as before each timed call."""
         from torch.profiler import profile, ProfilerActivity
+        if flush_bytes > 0:
+            flush = torch.empty(int(flush_bytes) // 4, dtype=torch.int32, device=self.device)
+            flush.zero_()
+            common.sync(self.device)
+            del flush
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             out = self.model(*inputs)
             common.sync(self.device)
         names = set()
+        spans = []
         for ev in prof.events():
             if str(getattr(ev, "device_type", "")).endswith("CUDA"):
                 names.add(ev.name)
-        return sorted(names)[:200], out
+                tr = getattr(ev, "time_range", None)
+                if tr is not None and tr.end >= tr.start:
+                    spans.append((tr.start, tr.end))
+        gpu = {}
+        if spans:
+            gpu["gpu_span_ms"] = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e3
+            gpu["gpu_busy_ms"] = sum(e - s for s, e in spans) / 1e3
+            gpu["gpu_activities"] = len(spans)
+        return sorted(names)[:200], gpu, out
 
     def _write(self, outs, out_dir, stem, transport=None):
         """Hands the outputs over: device to device (one descriptor per output,

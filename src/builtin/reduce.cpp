@@ -1404,6 +1404,16 @@ def _ax_red{K}_kernel({PARAMS}BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
       kv["WB"] = "x";
     }
     kv["APPLY"] = apply;
+    // The partials' merge: one launch (a tile of MBS partials x MRW rows per
+    // step) instead of about eight PyTorch operations, each with its launch.
+    {
+      int64_t mrw = 1, mbs = 1;
+      while (mrw < g.rows && mrw < 128) mrw *= 2;
+      while (mbs < s.split && mbs * mrw < 4096) mbs *= 2;
+      kv["MRW"] = I(mrw);
+      kv["MBS"] = I(mbs);
+      kv["MGRID"] = I(CeilDiv(g.rows, mrw));
+    }
     kv["XLHS"] = pro ? "_" : "x";
     kv["LOADN"] = load("0.0", false);
     kv["MOD"] = op.module.empty() ? "None" : "mod";
@@ -1438,6 +1448,23 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
         tl.store(shift + rows, tl.sum(k0, axis=1), mask=rm)
 
 
+@triton.jit
+def _ax_red{K}_merge(p1, p2, shift, mean, var):
+    # the rows' mean and biased variance from the {SPLIT} column partials
+    rows = tl.program_id(0) * {MRW} + tl.arange(0, {MRW})
+    rm = rows < {ROWS}
+    a1 = tl.zeros([{MRW}], dtype=tl.float32)
+    a2 = tl.zeros([{MRW}], dtype=tl.float32)
+    for s0 in range(0, {SPLIT}, {MBS}):
+        sp = s0 + tl.arange(0, {MBS})[:, None]
+        m = (sp < {SPLIT}) & rm[None, :]
+        a1 += tl.sum(tl.load(p1 + sp * {ROWS} + rows[None, :], mask=m, other=0.0), axis=0)
+        a2 += tl.sum(tl.load(p2 + sp * {ROWS} + rows[None, :], mask=m, other=0.0), axis=0)
+    md = a1 / {R}.0
+    tl.store(mean + rows, tl.load(shift + rows, mask=rm, other=0.0) + md, mask=rm)
+    tl.store(var + rows, tl.maximum(a2 / {R}.0 - md * md, 0.0), mask=rm)
+
+
 {FLAT_APPLY}def _ax_red{K}_stats({XARGS}, mod):
     """x made contiguous (None with a prologue), its per-row mean and biased
     variance, and the affine parameters for an apply kernel (a tensor argument
@@ -1446,9 +1473,9 @@ def _ax_red{K}_apply({XARGS}, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: 
     p2 = torch.empty(({SPLIT}, {ROWS}), device={DEV}, dtype=torch.float32)
     shift = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
     _ax_red{K}_kernel[({GRID0}, {SPLIT})]({XARGS}, p1, p2, shift, BLOCK_M={BM}, BLOCK_R={BR}, num_warps={W})
-    md = p1.sum(0) / {R}.0
-    var = torch.clamp_min(p2.sum(0) / {R}.0 - md * md, 0.0)
-    mean = shift + md
+    mean = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    var = torch.empty(({ROWS},), device={DEV}, dtype=torch.float32)
+    _ax_red{K}_merge[({MGRID},)](p1, p2, shift, mean, var, num_warps=4)
 )", kv);
     const std::string running = op.running_stats ? Fill(R"(    if mod.training and mod.track_running_stats:
         with torch.no_grad():

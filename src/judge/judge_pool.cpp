@@ -846,6 +846,7 @@ class JudgePool : public Judge {
     }
     bool strict_ok = true;
     json gpu_kernels = json::array();
+    std::optional<double> gpu_span, gpu_busy;
     json launched = json::array();
     bool use_vmm = o.cuda() && load.body.value("vmm", false);
     // Sends one request that produces outputs (a trial, or `final` for the
@@ -932,12 +933,17 @@ class JudgePool : public Judge {
       for (int k = 0; k < count; ++k) {
         unsigned long long seed = base + static_cast<unsigned long long>(k);
         json treq = {{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir}, {"profile", profile}};
+        if (profile) treq["flush_bytes"] = o.flush_bytes;
         auto check = [&](const Reply& r) -> bool {
           if (Rejected(*v)) {
             v->status = kStatusRejected;
             return false;
           }
           if (r.body.contains("gpu_kernels")) gpu_kernels = r.body["gpu_kernels"];
+          if (r.body.contains("gpu_span_ms") && r.body["gpu_span_ms"].is_number()) {
+            gpu_span = r.body["gpu_span_ms"].get<double>();
+            gpu_busy = r.body.value("gpu_busy_ms", 0.0);
+          }
           launched = r.body.value("launched", json::array());
           auto mutated = r.body.value("inputs_mutated", std::vector<int>{});
           if (!mutated.empty()) {
@@ -1038,10 +1044,15 @@ class JudgePool : public Judge {
         return true;
       };
       final_same = deliver({{"op", "final"}, {"out_dir", out_dir}}, "writing the timed output", true, nullptr, check);
-      if (final_same && o.cuda()) {
-        if (!trials(1, seed0 + 11, o.trials, &again, true) || !launched_own()) return;
-        if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
-      }
+    }
+    if (final_same && o.cuda()) {
+      // The profiled trial holds the device alone, as the timing does: its
+      // GPU span is the candidate's own kernels, not its neighbours'.
+      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+      if (!trials(1, seed0 + 11, o.trials, nullptr, true) || !launched_own()) return;
+      if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
+      v->gpu_span_ms = gpu_span;
+      v->gpu_busy_ms = gpu_busy;
     }
     if (!final_same) {
       if (v->status == kStatusMismatch) {

@@ -29,6 +29,8 @@ nlohmann::json Verdict::ToJson() const {
   j["runtime_ms"] = runtime_ms ? nlohmann::json(*runtime_ms) : nlohmann::json(nullptr);
   j["timing"] = timing.n ? timing.ToJson() : nlohmann::json(nullptr);
   j["host_ms"] = host_ms ? nlohmann::json(*host_ms) : nlohmann::json(nullptr);
+  if (gpu_span_ms) j["gpu_span_ms"] = *gpu_span_ms;
+  if (gpu_busy_ms) j["gpu_busy_ms"] = *gpu_busy_ms;
   j["timing_source"] = timing_source;
   j["baseline_ms"] = baseline_ms;
   j["speedup"] = speedup;
@@ -55,6 +57,8 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
   if (j.contains("max_abs_error") && j["max_abs_error"].is_number()) v.max_abs_error = j["max_abs_error"].get<double>();
   if (j.contains("runtime_ms") && j["runtime_ms"].is_number()) v.runtime_ms = j["runtime_ms"].get<double>();
   if (j.contains("host_ms") && j["host_ms"].is_number()) v.host_ms = j["host_ms"].get<double>();
+  if (j.contains("gpu_span_ms") && j["gpu_span_ms"].is_number()) v.gpu_span_ms = j["gpu_span_ms"].get<double>();
+  if (j.contains("gpu_busy_ms") && j["gpu_busy_ms"].is_number()) v.gpu_busy_ms = j["gpu_busy_ms"].get<double>();
   if (j.contains("timing") && j["timing"].is_object()) {
     const auto& t = j["timing"];
     v.timing.median_ms = t.value("median_ms", 0.0);

@@ -115,6 +115,14 @@ def main():
         if not ok:
             detail += " | expected %s %s | %s" % (statuses, flag or "", (v.get("error") or "")[:300].replace("\n", " "))
         report(ok, "%s/%s" % (c.parent.name, c.stem), detail)
+    # A timed candidate's GPU times (one profiled call, device held alone): present, busy time
+    # within the span, and busy time not above the timed median, which also counts the host's
+    # time before the first launch and between launches (slack for noise).
+    timed = [(c, v) for c, v in results.items() if v.get("status") == "ok" and v.get("runtime_ms")]
+    bad = ["%s (busy %s, span %s, runtime %.4f)" % (c.stem, v.get("gpu_busy_ms"), v.get("gpu_span_ms"), v["runtime_ms"])
+           for c, v in timed if not (0 < (v.get("gpu_busy_ms") or 0) <= (v.get("gpu_span_ms") or 0) + 1e-6
+                                     and v["gpu_busy_ms"] <= 1.25 * v["runtime_ms"] + 0.01)]
+    report(bool(timed) and not bad, "timing/gpu_busy", "%d timed, bad: %s" % (len(timed), bad or "none"))
     report(counter["n"] == 0, "network/no_connection", "connections seen: %d" % counter["n"])
     left = subprocess.run(["pgrep", "-f", "sleep 4242"], capture_output=True, text=True).stdout.split()
     report(not left, "processes/no_leftover", "left: %s" % left)

@@ -126,6 +126,13 @@ def test_aggregate_level1_bandwidth(bb):
     assert m["min_fraction"] == pytest.approx(0.5)
     assert m["at_least_0_80"] == 2
     assert m["by_category"]["loss"] == {"tasks": 1, "correct": 0}
+    assert m["with_gpu_fraction"] == 0 and m["gpu_at_least_0_80"] == 0
+    rows[1]["bw_fraction_gpu"] = 0.82  # the softmax's kernels alone, without its launch overhead
+    rows[2]["bw_fraction_gpu"] = 0.79
+    rows[4]["bw_fraction_gpu"] = 0.99  # degenerate: excluded
+    m = bb.aggregate(rows)["level1_memory_bound"]
+    assert (m["with_gpu_fraction"], m["gpu_at_least_0_80"]) == (2, 1)
+    assert m["min_gpu_fraction"] == pytest.approx(0.79) and m["median_gpu_fraction"] == pytest.approx(0.805)
 
 
 def test_geomean_and_clamp(bb):
@@ -181,8 +188,13 @@ def test_bandwidth_fraction(bb):
     bb.add_bandwidth(r, 4e12)
     assert r["achieved_gbs"] == pytest.approx(2000.0)
     assert r["bw_fraction"] == pytest.approx(0.5)
-    r = {"bytes": 2e9, "runtime_ms": 1.0, "memory_bound": False}
-    assert bb.add_bandwidth(r, 4e12)["bw_fraction"] is None
+    assert r["bw_fraction_gpu"] is None  # no GPU span: no GPU fraction
+    r = {"bytes": 2e9, "runtime_ms": 1.0, "gpu_span_ms": 0.9, "gpu_busy_ms": 0.8, "memory_bound": True}
+    bb.add_bandwidth(r, 4e12)
+    assert r["bw_fraction"] == pytest.approx(0.5) and r["bw_fraction_gpu"] == pytest.approx(0.625)
+    assert "gpu 0.62" in bb.format_row(dict(r, task="x", category="loss", correct=True))
+    r = {"bytes": 2e9, "runtime_ms": 1.0, "gpu_busy_ms": 0.8, "memory_bound": False}
+    assert bb.add_bandwidth(r, 4e12)["bw_fraction"] is None and r["bw_fraction_gpu"] is None
     assert bb.add_bandwidth({"bytes": 1, "runtime_ms": None, "memory_bound": True}, 4e12)["bw_fraction"] is None
 
 
@@ -205,7 +217,8 @@ def test_rows_from_a_run_folder(bb, tmp_path):
     out.mkdir()
     (out / "summary.json").write_text(json.dumps({"tasks": [
         {"task": "19_ReLU", "status": "found", "best_node": 2, "runtime_ms": 0.5, "speedup": {"eager": 1.2,
-         "compile": 0.9}, "baseline_ms": {"eager": 0.6, "compile": 0.45}, "flags": [], "device": "NVIDIA H200"},
+         "compile": 0.9}, "baseline_ms": {"eager": 0.6, "compile": 0.45}, "flags": [], "device": "NVIDIA H200",
+         "best_verdict": {"runtime_ms": 0.5, "gpu_span_ms": 0.4, "gpu_busy_ms": 0.3}},
         {"task": "23_Softmax", "status": "none", "best_node": -1, "steps": 3},
         {"task": "7_DataDep", "status": "stopped: cannot trace: TraceError: control flow", "best_node": -1},
         {"task": "20_Zero", "status": "found", "best_node": 1, "runtime_ms": 0.1, "speedup": {"eager": 5.0},
@@ -233,7 +246,9 @@ def test_rows_from_a_run_folder(bb, tmp_path):
             for n in ["19_ReLU", "23_Softmax", "7_DataDep", "20_Zero", "36_RMSNorm", "40_LayerNorm"]}
     r = rows["19_ReLU"]
     assert r["correct"] and r["speedup_eager"] == 1.2 and r["speedup_compile"] == 0.9 and r["level"] == "level1"
-    assert r["degenerate"] is False and r["source"] == "summary.json"
+    assert r["degenerate"] is False and r["source"] == "summary.json" and r["gpu_span_ms"] == 0.4
+    assert r["gpu_busy_ms"] == 0.3
+    assert rows["20_Zero"]["gpu_busy_ms"] is None  # an older verdict without GPU times
     assert rows["23_Softmax"]["reason"] == "nothing to fuse: every operator stays"
     assert rows["23_Softmax"]["degenerate"] is None
     assert rows["7_DataDep"]["reason"] == "cannot trace: TraceError: control flow"

@@ -748,6 +748,10 @@ TEST_F(BuiltinJudge, ShortNormRowsTakeOnePassLongOnesTwo) {
   ASSERT_TRUE(Generate(g, t.source, two, &src).ok());
   EXPECT_EQ(count(src, "_kernel_one["), 1u) << "only bn1 (rows of 4)\n" << src;
   EXPECT_EQ(count(src, "_apply[("), 4u) << src;
+  // Each norm's statistics launcher (bn1's too, for norm epilogues) merges the partials with one
+  // kernel launch, not with PyTorch operations.
+  EXPECT_EQ(count(src, "_merge[("), 5u) << src;
+  EXPECT_EQ(count(src, ".sum(0)"), 0u) << src;
   EXPECT_EQ(SameOutputsAndBuffers(src), "ok") << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
