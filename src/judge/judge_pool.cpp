@@ -940,10 +940,18 @@ class JudgePool : public Judge {
             return false;
           }
           if (r.body.contains("gpu_kernels")) gpu_kernels = r.body["gpu_kernels"];
-          if (r.body.contains("gpu_span_ms") && r.body["gpu_span_ms"].is_number()) {
-            gpu_span = r.body["gpu_span_ms"].get<double>();
-            gpu_busy = r.body.value("gpu_busy_ms", 0.0);
-          }
+          auto per_call = [&](const char* key) -> std::optional<double> {
+            const json& a = r.body.contains(key) ? r.body[key] : json();
+            std::vector<double> xs;
+            if (!a.is_array()) return std::nullopt;
+            for (const auto& x : a) {
+              if (!x.is_number()) return std::nullopt;
+              xs.push_back(x.get<double>());
+            }
+            return GpuTimeMedian(xs);
+          };
+          gpu_span = per_call("gpu_span_ms");
+          gpu_busy = per_call("gpu_busy_ms");
           launched = r.body.value("launched", json::array());
           auto mutated = r.body.value("inputs_mutated", std::vector<int>{});
           if (!mutated.empty()) {

@@ -1,6 +1,7 @@
 #include "judge/timing_rules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace ax {
@@ -11,6 +12,14 @@ double MedianGap(const TimingReport& r) {
     gaps.push_back(r.device_ms[i] - r.stream_ms[i]);
   }
   return ComputeStats(gaps).median;
+}
+
+std::optional<double> GpuTimeMedian(const std::vector<double>& per_call) {
+  if (per_call.empty() || per_call.size() > 16) return std::nullopt;
+  for (double x : per_call) {
+    if (!std::isfinite(x) || x < 0) return std::nullopt;
+  }
+  return ComputeStats(per_call).median;
 }
 
 TimingDecision DecideTiming(const TimingReport& r, bool cuda, int calls, const std::optional<EagerTiming>& eager) {

@@ -37,6 +37,11 @@ struct TimingDecision {
 // (device-wide minus stream figure, per call).
 double MedianGap(const TimingReport& r);
 
+// The median of a profiled trial's per-call GPU times (`gpu_busy_ms`,
+// `gpu_span_ms`): none unless every figure is a finite number >= 0 (at most
+// 16 of them), so a malformed reply records nothing.
+std::optional<double> GpuTimeMedian(const std::vector<double>& per_call);
+
 // cuda: event timing (on CPU every figure is the worker's clock);
 // calls: warm-up plus timed calls in the request.
 TimingDecision DecideTiming(const TimingReport& r, bool cuda, int calls, const std::optional<EagerTiming>& eager);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "judge/timing_rules.h"
 
@@ -113,6 +114,15 @@ TEST(TimingRules, CpuUsesTheWorkersClockWithoutEventRules) {
   EXPECT_TRUE(d.flags.empty());
   EXPECT_DOUBLE_EQ(d.runtime_ms, 2.0);
   EXPECT_FALSE(d.host_ms.has_value());
+}
+
+TEST(TimingRules, GpuTimesAreTheMedianOfTheProfiledCalls) {
+  EXPECT_DOUBLE_EQ(*GpuTimeMedian({0.13, 0.12, 0.50}), 0.13);  // one slow call does not count
+  EXPECT_DOUBLE_EQ(*GpuTimeMedian({2.0}), 2.0);
+  EXPECT_FALSE(GpuTimeMedian({}).has_value());
+  EXPECT_FALSE(GpuTimeMedian({0.1, -1.0, 0.1}).has_value());
+  EXPECT_FALSE(GpuTimeMedian({0.1, std::nan(""), 0.1}).has_value());
+  EXPECT_FALSE(GpuTimeMedian(std::vector<double>(17, 0.1)).has_value());
 }
 
 }  // namespace
