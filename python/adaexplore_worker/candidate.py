@@ -121,7 +121,8 @@ class CandidateRole:
         try:
             with torch.no_grad():
                 if req.get("profile") and self.device.startswith("cuda"):
-                    kernels, gpu, out = self._profiled(inputs, req.get("flush_bytes", 0))
+                    kernels, gpu, out = self._profiled(inputs, req.get("flush_bytes", 0),
+                                                        max(1, min(int(req.get("profile_calls", 1)), 16)))
                 else:
                     out = self.model(*inputs)
                     common.sync(self.device)
@@ -149,7 +150,7 @@ class CandidateRole:
         resp.update(self._integrity())
         return resp
 
-    def _profiled(self, inputs, flush_bytes=0, calls=3):
+    def _profiled(self, inputs, flush_bytes=0, calls=1):
         """Calls under the profiler, each after an L2 flush (as before each
         timed call): the names of the GPU activities (kernels, copies, memsets)
         of the last call, whose output is returned and compared, and per call

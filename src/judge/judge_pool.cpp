@@ -933,7 +933,11 @@ class JudgePool : public Judge {
       for (int k = 0; k < count; ++k) {
         unsigned long long seed = base + static_cast<unsigned long long>(k);
         json treq = {{"op", "trial"}, {"seed", seed}, {"index", index0 + k}, {"out_dir", out_dir}, {"profile", profile}};
-        if (profile) treq["flush_bytes"] = o.flush_bytes;
+        if (profile) {
+          // Timed: the profiled trial also gives the kernels' GPU times (the medians of three calls).
+          treq["flush_bytes"] = o.flush_bytes;
+          treq["profile_calls"] = o.time ? 3 : 1;
+        }
         auto check = [&](const Reply& r) -> bool {
           if (Rejected(*v)) {
             v->status = kStatusRejected;
