@@ -157,11 +157,16 @@ class CandidateRole:
         their times on the GPU's own clock: `gpu_span_ms` from the first
         activity's start to the last one's end (gaps between launches included,
         the host's time before the first launch not), `gpu_busy_ms` the sum of
-        their durations. The judge takes the medians."""
+        their durations. The judge takes the medians. Without room for the
+        flush buffer the calls run unflushed and report no GPU times (a cached
+        input would flatter them)."""
         from torch.profiler import profile, ProfilerActivity
-        flush = None
+        flush, timed = None, True
         if flush_bytes > 0:
-            flush = torch.empty(int(flush_bytes) // 4, dtype=torch.int32, device=self.device)
+            try:
+                flush = torch.empty(int(flush_bytes) // 4, dtype=torch.int32, device=self.device)
+            except torch.OutOfMemoryError:
+                timed = False
         spans, busy = [], []
         names, out = set(), None
         for _ in range(calls):
@@ -184,7 +189,7 @@ class CandidateRole:
                 busy.append(sum(e - s for s, e in times) / 1e3)
         del flush
         gpu = {}
-        if spans:
+        if spans and timed:
             gpu = {"gpu_span_ms": spans, "gpu_busy_ms": busy}
         return sorted(names)[:200], gpu, out
 
