@@ -16,7 +16,8 @@ spec (file names must then be unique).
 Then one line per task: correct or why not (the proposer's decline, like "cannot trace: ..." or
 "nothing to fuse: ...", else the most promising failed verdict's status and first error line), the
 best re-timed runtime, speedup vs eager and torch.compile, the degenerate flag and, for
-memory-bound tasks, the achieved bandwidth as a fraction of the device's measured copy bandwidth.
+memory-bound tasks, the achieved bandwidth as a fraction of the device's measured copy bandwidth
+(and `gpu F`: the same on the kernels' own GPU busy time, where the best verdict has one).
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
 its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
 short?)". All rows go to OUT/bench_builtin.jsonl, the aggregates to OUT/bench_builtin_summary.json.
