@@ -14,7 +14,7 @@ const int kWarps[] = {1, 2, 4, 8, 16};
 
 std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
-  if (p.algebra) s += ", sums over a Linear's features from its summed weight";
+  if (p.algebra) s += ", safe algebra (sums over a Linear's features from its summed weight, reductions over size-1 dimensions as elementwise work)";
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
@@ -33,6 +33,11 @@ std::string Describe(const Plan& p) {
 BuiltinProposer::BuiltinProposer(Graph graph, std::string task_source)
     : graph_(std::move(graph)), task_source_(std::move(task_source)) {
   groups_ = static_cast<int>(FormGroups(graph_, FusionOptions()).size());
+  trivial_ = SimplifyTrivialReductions(graph_, &simple_);
+}
+
+const Graph& BuiltinProposer::GraphFor(const Plan& plan) const {
+  return plan.algebra && trivial_ > 0 ? simple_ : graph_;
 }
 
 std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
@@ -43,8 +48,8 @@ std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
 
 std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> plans;
-  if (CountLinearReductions(graph_) > 0) {
-    // Algebra first: it removes a matrix product.
+  if (CountLinearReductions(graph_) > 0 || trivial_ > 0) {
+    // Algebra first: it removes a matrix product, or reduction kernels.
     Plan alg;
     alg.algebra = true;
     alg.gemm = true;
@@ -154,7 +159,7 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
 
 bool BuiltinProposer::TryPlan(const Plan& plan, Proposal* p, std::string* error) {
   std::string src;
-  Status s = Generate(graph_, task_source_, plan, &src);
+  Status s = Generate(GraphFor(plan), task_source_, plan, &src);
   if (!s.ok()) {
     *error = s.message();
     return false;
@@ -185,7 +190,8 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
   Proposal p;
   std::string error;
   // GEMMs first (they dominate where they exist): one knob of one GEMM.
-  std::vector<std::pair<int, GemmOp>> gemms = FormGemms(graph_, parent);
+  const Graph& graph = GraphFor(parent);  // the parent's plan reads its knobs off this graph
+  std::vector<std::pair<int, GemmOp>> gemms = FormGemms(graph, parent);
   for (int dist = 1; dist <= 2; ++dist) {
     for (size_t k = 0; k < gemms.size(); ++k) {
       const GemmSchedule cur = parent.GemmFor(k);
@@ -220,7 +226,7 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
       }
     }
   }
-  int n = static_cast<int>(FormGroups(graph_, parent.Fusion()).size());
+  int n = static_cast<int>(FormGroups(graph, parent.Fusion()).size());
   // Neighbours first (one knob, one step), kernel by kernel; then further values.
   for (int dist = 1; dist <= 6; ++dist) {
     for (int k = 0; k < n; ++k) {
@@ -248,7 +254,7 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
     }
   }
   // Reductions: BLOCK_R, BLOCK_M, warps, split, each doubled or halved.
-  std::vector<std::pair<int, RedOp>> reds = FormReductions(graph_, parent);
+  std::vector<std::pair<int, RedOp>> reds = FormReductions(graph, parent);
   // Whether reduction j's epilogue runs in the split-row kernel (it fits only
   // so); its requested schedule is then kept as it is.
   auto split_epilogue = [&](size_t j) {

@@ -32,6 +32,9 @@ class BuiltinProposer : public ax::search::Proposer {
 
   // The large-step plans in the order they are proposed (for tests and reports).
   std::vector<Plan> LargePlans() const;
+  // The graph a plan is generated from: under plan.algebra, the one with the
+  // reductions over size-1 dimensions rewritten (SimplifyTrivialReductions).
+  const Graph& GraphFor(const Plan& plan) const;
 
  private:
   BuiltinProposer() = default;
@@ -41,6 +44,8 @@ class BuiltinProposer : public ax::search::Proposer {
   bool TryPlan(const Plan& plan, ax::search::Proposal* p, std::string* error);
 
   Graph graph_;
+  Graph simple_;    // graph_ with its trivial reductions rewritten
+  int trivial_ = 0;  // how many
   std::string task_source_;
   std::string decline_;               // non-empty: cannot trace
   std::set<std::string> seen_;        // hashes of sources already proposed

@@ -110,6 +110,12 @@ namespace {
 
 std::string Var(const std::string& node) { return "v_" + node; }
 
+// Closes a tl.maximum / tl.minimum call so that a NaN operand gives NaN, as
+// in PyTorch (clamp, maximum, hardtanh, ...). By default the GPU's max/min
+// return the other operand; Triton's interpreter propagates NaN either way, so
+// only the GPU showed the difference.
+const char* const kNanArg = ", propagate_nan=tl.PropagateNan.ALL)";
+
 std::string TanhExpr(const std::string& x) { return "(2.0 / (1.0 + tl.exp(-2.0 * (" + x + "))) - 1.0)"; }
 
 // The Triton expression of one elementwise operator over operand expressions.
@@ -153,9 +159,9 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
   } else if (f == "div") {
     *out = x + " / " + a[1];
   } else if (f == "maximum") {
-    *out = "tl.maximum(" + x + ", " + a[1] + ")";
+    *out = "tl.maximum(" + x + ", " + a[1] + kNanArg;
   } else if (f == "minimum") {
-    *out = "tl.minimum(" + x + ", " + a[1] + ")";
+    *out = "tl.minimum(" + x + ", " + a[1] + kNanArg;
   } else if (f == "pow") {
     double e = op.params.at("exponent");
     if (e == 2.0) *out = x + " * " + x;
@@ -168,7 +174,7 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
   } else if (f == "identity") {
     *out = x;
   } else if (f == "relu") {
-    *out = "tl.where(" + x + " > 0.0, " + x + ", 0.0)";
+    *out = "tl.where(" + x + " <= 0.0, 0.0, " + x + ")";  // NaN stays NaN, as in PyTorch
   } else if (f == "sigmoid") {
     *out = "1.0 / (1.0 + tl.exp(-" + x + "))";
   } else if (f == "tanh") {
@@ -199,9 +205,9 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
   } else if (f == "silu") {
     *out = x + " / (1.0 + tl.exp(-" + x + "))";
   } else if (f == "hardswish") {
-    *out = x + " * tl.minimum(tl.maximum(" + x + " + 3.0, 0.0), 6.0) / 6.0";
+    *out = x + " * tl.minimum(tl.maximum(" + x + " + 3.0, 0.0" + kNanArg + ", 6.0" + kNanArg + " / 6.0";
   } else if (f == "hardsigmoid") {
-    *out = "tl.minimum(tl.maximum(" + x + " + 3.0, 0.0), 6.0) / 6.0";
+    *out = "tl.minimum(tl.maximum(" + x + " + 3.0, 0.0" + kNanArg + ", 6.0" + kNanArg + " / 6.0";
   } else if (f == "leaky_relu") {
     *out = "tl.where(" + x + " > 0.0, " + x + ", " + x + " * " + P("negative_slope") + ")";
   } else if (f == "elu") {
@@ -219,8 +225,8 @@ Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* 
     *out = x + " * " + TanhExpr(sp);
   } else if (f == "clamp") {
     std::string e = x;
-    if (op.params.count("min")) e = "tl.maximum(" + e + ", " + P("min") + ")";
-    if (op.params.count("max")) e = "tl.minimum(" + e + ", " + P("max") + ")";
+    if (op.params.count("min")) e = "tl.maximum(" + e + ", " + P("min") + kNanArg;
+    if (op.params.count("max")) e = "tl.minimum(" + e + ", " + P("max") + kNanArg;
     *out = e;
   } else {
     return Status::Error("no template for " + f);
@@ -1394,6 +1400,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   out << "\n\n# ---- adaexplore builtin kernels ----\n"
       << "import builtins\nimport math\nimport operator\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n";
   if (kernel_src.find("_ax_coop_launch(") != std::string::npos) out << CoopLaunchHelper();
+  if (kernel_src.find("_ax_nanmax(") != std::string::npos || kernel_src.find("_ax_nanmin(") != std::string::npos) {
+    out << NanMinMaxHelpers();
+  }
   out << kernel_src;
   out << "class ModelNew(Model):\n    def forward(self";
   for (const auto& p : params) out << ", " << p;

@@ -547,20 +547,33 @@ Status ParseGraph(const json& j, Graph* out) {
   } catch (const std::exception& e) {
     return Status::Error(std::string("malformed graph: ") + e.what());
   }
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  Status st = LinkGraph(&g);
+  if (!st.ok()) return st;
+  *out = std::move(g);
+  return Status::Ok();
+}
+
+Status LinkGraph(Graph* g) {
+  g->index.clear();
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    g->nodes[i].users.clear();
+    if (!g->index.emplace(g->nodes[i].name, static_cast<int>(i)).second) {
+      return Status::Error("graph has two nodes named " + g->nodes[i].name);
+    }
+  }
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
     std::vector<std::string> refs;
-    for (const auto& a : g.nodes[i].args) CollectNodeRefs(a, &refs);
-    for (const auto& [k, v] : g.nodes[i].kwargs.items()) CollectNodeRefs(v, &refs);
+    for (const auto& a : g->nodes[i].args) CollectNodeRefs(a, &refs);
+    for (const auto& [k, v] : g->nodes[i].kwargs.items()) CollectNodeRefs(v, &refs);
     for (const auto& r : refs) {
-      auto it = g.index.find(r);
-      if (it == g.index.end() || it->second >= static_cast<int>(i)) {
-        return Status::Error("graph node " + g.nodes[i].name + " reads unknown or later node " + r);
+      auto it = g->index.find(r);
+      if (it == g->index.end() || it->second >= static_cast<int>(i)) {
+        return Status::Error("graph node " + g->nodes[i].name + " reads unknown or later node " + r);
       }
-      auto& users = g.nodes[it->second].users;
+      auto& users = g->nodes[it->second].users;
       if (users.empty() || users.back() != static_cast<int>(i)) users.push_back(static_cast<int>(i));
     }
   }
-  *out = std::move(g);
   return Status::Ok();
 }
 

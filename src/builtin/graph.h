@@ -49,6 +49,11 @@ struct Graph {
 // Parses the `graph` object of a trace reply.
 Status ParseGraph(const nlohmann::json& j, Graph* out);
 
+// Rebuilds g's name index and every node's users from the nodes' arguments
+// (after nodes were replaced or removed); an error for a node that reads an
+// unknown or later node, or for two nodes of one name.
+Status LinkGraph(Graph* g);
+
 // The names of the nodes that an argument (json from the trace) refers to.
 void CollectNodeRefs(const nlohmann::json& arg, std::vector<std::string>* out);
 

@@ -338,14 +338,14 @@ Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, con
     const RedOp& op = *ops[j];
     const std::string sj = I(static_cast<int64_t>(j));
     const std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
-    const std::string reduce = op.kind == "amax" ? "tl.max" : op.kind == "amin" ? "tl.min" : "tl.sum";
+    const std::string reduce = op.kind == "amax" ? "_ax_nanmax" : op.kind == "amin" ? "_ax_nanmin" : "tl.sum";
     const std::string v = "tl.where(m, " + pro.results[j] + ", " + neutral + ")";
     outs += "out" + sj + ", ";
     parts += ", part" + sj;
     accs += "    acc" + sj + " = tl.full([BLOCK_M, BLOCK_R], " + neutral + ", tl.float32)\n";
     combine += "        acc" + sj + " = " +
-               (op.kind == "amax"   ? "tl.maximum(acc" + sj + ", " + v + ")"
-                : op.kind == "amin" ? "tl.minimum(acc" + sj + ", " + v + ")"
+               (op.kind == "amax"   ? "tl.maximum(acc" + sj + ", " + v + ", propagate_nan=tl.PropagateNan.ALL)"
+                : op.kind == "amin" ? "tl.minimum(acc" + sj + ", " + v + ", propagate_nan=tl.PropagateNan.ALL)"
                                     : "acc" + sj + " + " + v) +
                "\n";
     const std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";
@@ -384,6 +384,30 @@ Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, con
 
 )", kv);
   return Status::Ok();
+}
+
+const char* NanMinMaxHelpers() {
+  return R"(@triton.jit
+def _ax_nanmax2(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _ax_nanmin2(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _ax_nanmax(x, axis: tl.constexpr):
+    return tl.reduce(x, axis, _ax_nanmax2)
+
+
+@triton.jit
+def _ax_nanmin(x, axis: tl.constexpr):
+    return tl.reduce(x, axis, _ax_nanmin2)
+
+
+)";
 }
 
 const char* CoopLaunchHelper() {
@@ -566,7 +590,20 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   return true;
 }
 
-bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
+namespace {
+// Every reduced dimension has size 1 (and there is one): the reduction is the
+// element itself, which MakeGeometry does not describe.
+bool OverSizeOne(const std::vector<int64_t>& shape, const std::vector<int>& dims) {
+  if (dims.empty()) return false;
+  for (int d : dims) {
+    if (d < 0 || d >= static_cast<int>(shape.size()) || shape[d] != 1) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one) {
+  if (size_one) *size_one = false;
   const bool arg = n.target == "argmax" || n.target == "argmin";  // int64 indices
   if (!n.is_tensor || n.dtype != (arg ? "torch.int64" : kF32)) return false;
   RedOp op;
@@ -706,6 +743,13 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     op.in_shape = x->shape;
     op.kind = src->target == "max" ? "amax" : "amin";
     op.absorbed = {src->name};
+    if (OverSizeOne(x->shape, dims)) {
+      if (size_one) {
+        *size_one = true;
+        *out = op;
+      }
+      return false;
+    }
     if (!MakeGeometry(x->shape, dims, &op.geo)) return false;
     int64_t out_numel = 1;
     for (auto v : n.shape) out_numel *= v;
@@ -777,6 +821,13 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
     bool all_ok = fn != "logsumexp";
     if (!Dims(n.Arg(1, "dim"), rank, all_ok, &dims)) return false;
   }
+  if (!arg && OverSizeOne(x->shape, dims)) {
+    if (size_one) {
+      *size_one = true;
+      *out = op;
+    }
+    return false;
+  }
   if (!MakeGeometry(x->shape, dims, &op.geo)) return false;
   int64_t out_numel = 1;
   for (auto s : n.shape) out_numel *= s;
@@ -784,6 +835,86 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out) {
   if (out_numel != (same ? op.geo.numel() : op.geo.rows)) return false;
   *out = op;
   return true;
+}
+
+int SimplifyTrivialReductions(const Graph& g, Graph* out) {
+  static const std::set<std::string> kKinds = {"sum",       "mean",   "amax",   "amin",       "logsumexp",
+                                               "softmax",   "log_softmax", "cumsum", "cumprod"};
+  Graph r;
+  r.training = g.training;
+  std::set<std::string> names, dropped;
+  for (const auto& n : g.nodes) names.insert(n.name);
+  auto fresh = [&](const std::string& base, const std::string& sfx) {
+    std::string s = base + "_" + sfx;
+    for (int k = 1; names.count(s); ++k) s = base + "_" + sfx + std::to_string(k);
+    names.insert(s);
+    return s;
+  };
+  int count = 0;
+  for (const auto& n : g.nodes) {
+    RedOp op;
+    bool size_one = false;
+    if (ClassifyReduction(g, n, &op, &size_one) || !size_one || !kKinds.count(op.kind) || op.input.empty()) {
+      r.nodes.push_back(n);
+      continue;
+    }
+    ++count;
+    for (const auto& a : op.absorbed) dropped.insert(a);
+    const Node& x = *g.Find(op.input);
+    const json xin = {{"node", x.name}};
+    auto ew = [&](const std::string& name, const std::string& target, const std::string& callable, json args) {
+      Node e;
+      e.name = name;
+      e.op = "call_function";
+      e.target = target;
+      e.callable = callable;
+      e.args = std::move(args);
+      e.is_tensor = true;
+      e.shape = x.shape;
+      e.dtype = x.dtype;
+      r.nodes.push_back(std::move(e));
+    };
+    const bool same = n.shape == x.shape;
+    const std::string last = same ? n.name : fresh(n.name, "same");
+    if (op.kind == "softmax") {
+      const std::string d = fresh(n.name, "diff");
+      ew(d, "sub", "operator.sub", json::array({xin, xin}));
+      ew(last, "exp", "torch.exp", json::array({json{{"node", d}}}));
+    } else if (op.kind == "log_softmax") {
+      ew(last, "sub", "operator.sub", json::array({xin, xin}));
+    } else {
+      ew(last, "mul", "operator.mul", json::array({xin, json{{"repr", "1.0"}, {"value", 1.0}}}));
+    }
+    if (!same) {
+      Node v;
+      v.name = n.name;
+      v.op = "call_function";
+      v.target = "reshape";
+      v.callable = "torch.reshape";
+      json dims = json::array();
+      for (int64_t d : n.shape) dims.push_back({{"repr", std::to_string(d)}, {"value", d}});
+      v.args = json::array({json{{"node", last}}, json{{"tuple", dims}}});
+      v.is_tensor = true;
+      v.shape = n.shape;
+      v.dtype = n.dtype;
+      r.nodes.push_back(std::move(v));
+    }
+  }
+  if (count == 0) {
+    *out = g;
+    return 0;
+  }
+  std::vector<Node> kept;
+  for (auto& n : r.nodes) {
+    if (!dropped.count(n.name)) kept.push_back(std::move(n));
+  }
+  r.nodes = std::move(kept);
+  if (!LinkGraph(&r).ok()) {
+    *out = g;
+    return 0;
+  }
+  *out = std::move(r);
+  return count;
 }
 
 namespace {
@@ -1079,8 +1210,12 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
 )", kv);
   } else if (op.kind == "sum" || op.kind == "mean" || op.kind == "amax" || op.kind == "amin") {
     std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
-    std::string combine = op.kind == "amax" ? "tl.maximum(acc, v)" : op.kind == "amin" ? "tl.minimum(acc, v)" : "acc + v";
-    std::string reduce = op.kind == "amax" ? "tl.max" : op.kind == "amin" ? "tl.min" : "tl.sum";
+    // max and min keep NaN, as PyTorch's amax/amin do (the GPU's max/min
+    // instructions, and so tl.max and tl.maximum by default, drop it).
+    std::string combine = op.kind == "amax"   ? "tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)"
+                          : op.kind == "amin" ? "tl.minimum(acc, v, propagate_nan=tl.PropagateNan.ALL)"
+                                              : "acc + v";
+    std::string reduce = op.kind == "amax" ? "_ax_nanmax" : op.kind == "amin" ? "_ax_nanmin" : "tl.sum";
     std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";
     std::string merge = op.kind == "amax" ? "part.amax(0)" : op.kind == "amin" ? "part.amin(0)" : "part.sum(0)";
     if (op.kind == "mean") merge += " / " + PyFloat(static_cast<double>(g.R));

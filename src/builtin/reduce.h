@@ -79,7 +79,20 @@ std::string PyFloat(double v);
 std::string PyShape(const std::vector<int64_t>& s);
 
 // True when node n is a reduction or normalisation the compiler generates.
-bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out);
+// A sum, mean, max, min, logsumexp, softmax, log_softmax or scan over
+// dimensions of size 1 only is not one (false); *size_one then says so and
+// *out holds its kind, input and absorbed nodes.
+bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one = nullptr);
+
+// Reductions over dimensions of size 1 only (sum, mean, max, min, logsumexp,
+// cumsum, cumprod: the element itself; softmax: exp(x - x); log_softmax:
+// x - x), rewritten into elementwise operators, which equal PyTorch's result
+// for every input, infinities and NaN included (a sum of -0.0 gives -0.0
+// where PyTorch gives 0.0). Without keepdim, a reshape (a view of the
+// elementwise result) drops the dimensions. *out: g with the rewrites (the
+// same names, so readers are unchanged; a torch.max whose values alone were
+// read goes too). Returns how many were rewritten (0: *out is g).
+int SimplifyTrivialReductions(const Graph& g, Graph* out);
 
 // Schedule of a reduction kernel (0 = chosen from the geometry).
 // coop: softmax, log_softmax and norms over long contiguous rows as one
@@ -178,6 +191,9 @@ Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, con
 // The Python helper `_ax_coop_launch` that split-row (coop) launchers call:
 // generated once per file, after the imports (it needs os, torch, triton).
 const char* CoopLaunchHelper();
+// _ax_nanmax / _ax_nanmin (x, axis): tl.max / tl.min that keep NaN, as
+// PyTorch's amax / amin do; emitted once where a kernel calls them.
+const char* NanMinMaxHelpers();
 
 // Triton lines (4-space indented) applying norm op to the elements at `offs`
 // (under `mask`): they read x<sfx>, mean<sfx>, var<sfx>, w<sfx>, b<sfx> and

@@ -240,6 +240,41 @@ TEST_F(BuiltinJudge, LinearReductionsFromTheSummedWeight) {
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/linear_reductions.py", 1);
 }
+TEST_F(BuiltinJudge, SizeOneReductionsBecomeElementwise) {
+  TaskRef t = Task("tests/corpus/builtin/trivial_reductions.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  // Over size-1 dimensions they are not generated as reductions (left to PyTorch, one
+  // launch each, unless rewritten): only the sum over the last dimension is one.
+  const auto reds = FormReductions(g, Plan());
+  ASSERT_EQ(reds.size(), 1u);
+  EXPECT_EQ(g.nodes[reds[0].first].name, "sum_1");
+  Graph s;
+  EXPECT_EQ(SimplifyTrivialReductions(g, &s), 7);
+  ASSERT_EQ(FormReductions(s, Plan()).size(), 1u);
+  EXPECT_EQ(s.Find("max_1"), nullptr) << "the torch.max whose values alone were read goes too";
+  // The algebra plan comes first and is generated from the rewritten graph; the
+  // maximal-fusion plan after it keeps the reductions.
+  BuiltinProposer prop(g, t.source);
+  const std::vector<Plan> plans = prop.LargePlans();
+  ASSERT_GE(plans.size(), 2u);
+  EXPECT_TRUE(plans[0].algebra);
+  EXPECT_EQ(&prop.GraphFor(plans[1]), &prop.GraphFor(Plan()));
+  std::string src, plain;
+  int kernels = 0, plain_kernels = 0;
+  ASSERT_TRUE(Generate(prop.GraphFor(plans[0]), t.source, plans[0], &src, &kernels).ok());
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &plain, &plain_kernels).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  const std::string plain_forward = plain.substr(plain.find("class ModelNew"));
+  EXPECT_NE(forward.find("torch.reshape("), std::string::npos) << src;
+  for (const char* call : {"torch.max(", "torch.amax(", "torch.logsumexp(", "torch.softmax(", "torch.cumsum("}) {
+    EXPECT_EQ(forward.find(call), std::string::npos) << call << "\n" << src;
+    EXPECT_NE(plain_forward.find(call), std::string::npos) << call << "\n" << plain;
+  }
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/trivial_reductions.py", 1);
+}
 TEST_F(BuiltinJudge, TripletLossIsLowered) {
   TaskRef t = Task("tests/corpus/builtin/triplet_loss.py");
   Graph g;
@@ -857,6 +892,20 @@ TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
   // torch.tensor(self.c), a constant of the trace, is the number -0.5 in the kernel: not rebuilt per call
   EXPECT_EQ(src.find("_tensor_constant", src.find("class ModelNew")), std::string::npos) << src;
   EXPECT_NE(src.find("-0.5"), std::string::npos) << src;
+  // NaN stays NaN through minimum/maximum and the min reduction, as in PyTorch: the GPU's
+  // min/max instructions drop it unless asked (the interpreter keeps it either way, so
+  // the source is what this test can check; the PTX is max.NaN.f32 / min.NaN.f32).
+  const std::string kernels = src.substr(0, src.find("class ModelNew"));
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = kernels.find(what); at != std::string::npos; at = kernels.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_GE(count("tl.minimum("), 2u) << src;  // the elementwise minimum, the reduction's combine
+  EXPECT_EQ(count("tl.minimum(") + count("tl.maximum("), count("propagate_nan=tl.PropagateNan.ALL)")) << src;
+  EXPECT_EQ(kernels.find("tl.min("), std::string::npos) << src;
+  EXPECT_NE(kernels.find("_ax_nanmin(acc, axis=1)"), std::string::npos) << src;
+  EXPECT_NE(kernels.find("def _ax_nanmin2(a, b):"), std::string::npos) << src;
 }
 TEST_F(BuiltinJudge, PoolsPass) {
   AllPlansPass("tests/corpus/builtin/pools.py", 1);
@@ -925,7 +974,7 @@ TEST(BuiltinKernelBench, TracesAndGeneratesParsableSources) {
     bool any = false;
     for (const Plan& plan : prop.LargePlans()) {
       std::string out;
-      s = Generate(g, *src, plan, &out);
+      s = Generate(prop.GraphFor(plan), *src, plan, &out);
       if (!s.ok()) {
         if (s.message().rfind("nothing to fuse", 0) != 0) {
           ++failed;
