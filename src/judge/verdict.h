@@ -34,11 +34,12 @@ struct Verdict {
   std::optional<double> runtime_ms;
   TimingSummary timing;
   std::optional<double> host_ms;          // the parent's clock, per call (cross-check)
-  // GPU only, timed candidates: one more call under the profiler, the device
-  // held alone and the L2 flushed first. Span: first GPU activity's start to
-  // the last one's end (launch gaps included, host time before the first
-  // launch not); busy: the sum of their durations. The kernels' own time, for
-  // bandwidth figures; speedups use runtime_ms.
+  // GPU only, timed candidates: the medians over the three calls of the
+  // profiled trial after the timing, the device held alone and the L2 flushed
+  // before each. Span: first GPU activity's start to the last one's end
+  // (launch gaps included, host time before the first launch not); busy: the
+  // sum of their durations. The kernels' own time, for bandwidth figures;
+  // speedups use runtime_ms.
   std::optional<double> gpu_span_ms;
   std::optional<double> gpu_busy_ms;
   std::map<std::string, double> baseline_ms;
