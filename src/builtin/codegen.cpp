@@ -110,11 +110,6 @@ namespace {
 
 std::string Var(const std::string& node) { return "v_" + node; }
 
-// Closes a tl.maximum / tl.minimum call so that a NaN operand gives NaN, as
-// in PyTorch (clamp, maximum, hardtanh, ...). By default the GPU's max/min
-// return the other operand; Triton's interpreter propagates NaN either way, so
-// only the GPU showed the difference.
-const char* const kNanArg = ", propagate_nan=tl.PropagateNan.ALL)";
 
 std::string TanhExpr(const std::string& x) { return "(2.0 / (1.0 + tl.exp(-2.0 * (" + x + "))) - 1.0)"; }
 

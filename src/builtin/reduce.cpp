@@ -344,8 +344,8 @@ Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, con
     parts += ", part" + sj;
     accs += "    acc" + sj + " = tl.full([BLOCK_M, BLOCK_R], " + neutral + ", tl.float32)\n";
     combine += "        acc" + sj + " = " +
-               (op.kind == "amax"   ? "tl.maximum(acc" + sj + ", " + v + ", propagate_nan=tl.PropagateNan.ALL)"
-                : op.kind == "amin" ? "tl.minimum(acc" + sj + ", " + v + ", propagate_nan=tl.PropagateNan.ALL)"
+               (op.kind == "amax"   ? "tl.maximum(acc" + sj + ", " + v + kNanArg
+                : op.kind == "amin" ? "tl.minimum(acc" + sj + ", " + v + kNanArg
                                     : "acc" + sj + " + " + v) +
                "\n";
     const std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";
@@ -1212,8 +1212,8 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
     std::string neutral = op.kind == "amax" ? "float('-inf')" : op.kind == "amin" ? "float('inf')" : "0.0";
     // max and min keep NaN, as PyTorch's amax/amin do (the GPU's max/min
     // instructions, and so tl.max and tl.maximum by default, drop it).
-    std::string combine = op.kind == "amax"   ? "tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)"
-                          : op.kind == "amin" ? "tl.minimum(acc, v, propagate_nan=tl.PropagateNan.ALL)"
+    std::string combine = op.kind == "amax"   ? std::string("tl.maximum(acc, v") + kNanArg
+                          : op.kind == "amin" ? std::string("tl.minimum(acc, v") + kNanArg
                                               : "acc + v";
     std::string reduce = op.kind == "amax" ? "_ax_nanmax" : op.kind == "amin" ? "_ax_nanmin" : "tl.sum";
     std::string post = op.kind == "mean" && s.split == 1 ? " / " + PyFloat(static_cast<double>(g.R)) : "";

@@ -114,6 +114,12 @@ struct RedSchedule {
 // coop at 0.
 constexpr int kCoopEpiloguePerSm = 16;
 
+// Closes a tl.maximum / tl.minimum call so that a NaN operand gives NaN, as
+// in PyTorch (clamp, maximum, hardtanh, amax, ...). By default the GPU's
+// max/min return the other operand; Triton's interpreter propagates NaN either
+// way, so only the GPU shows the difference.
+inline constexpr const char* kNanArg = ", propagate_nan=tl.PropagateNan.ALL)";
+
 // Whether op can run as one split-row kernel (RedSchedule::coop): a softmax,
 // log_softmax or norm over contiguous rows too long for one tile.
 bool CoopFits(const RedOp& op);

@@ -15,9 +15,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <thread>
 
 namespace ax {
@@ -90,6 +95,63 @@ std::string MakePidsCgroup(long max_pids, long long max_bytes, bool* v2_memory) 
   }
   return dir;
 }
+
+// Runs the fork of every child on one thread that lives as long as the
+// process. A child's parent-death signal (PR_SET_PDEATHSIG, below) fires when
+// the *thread* that forked it ends, not the process: a worker started from a
+// short-lived thread (a bench job that ran out of tasks, a tracing call) was
+// killed with SIGKILL when that thread finished, in the middle of judging
+// another task's candidate. A forked copy of this process gets a thread of
+// its own on its first spawn (the copy has none of its parent's threads).
+class ForkThread {
+ public:
+  static pid_t Run(const std::function<pid_t()>& fork_child) {
+    static std::mutex mu;
+    static ForkThread* t = nullptr;  // never destroyed: it must outlive every caller
+    static pid_t owner = 0;
+    ForkThread* use;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!t || owner != getpid()) {
+        t = new ForkThread();
+        owner = getpid();
+      }
+      use = t;
+    }
+    return use->Call(fork_child);
+  }
+
+ private:
+  ForkThread() { std::thread([this] { Loop(); }).detach(); }
+
+  pid_t Call(const std::function<pid_t()>& fork_child) {
+    std::packaged_task<pid_t()> task(fork_child);
+    std::future<pid_t> done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+    return done.get();
+  }
+
+  [[noreturn]] void Loop() {
+    for (;;) {
+      std::packaged_task<pid_t()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<pid_t()>> queue_;
+};
 
 // Everything below runs in the child between clone and exec: system calls
 // only, no allocation.
@@ -220,22 +282,27 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
 
   std::unique_ptr<SandboxProcess> p(new SandboxProcess());
   bool in_ns = false;
-  pid_t pid = -1;
-  if (spec.limits.namespaces) {
-    pid = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
-    if (pid == 0) {
-      ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
-                chan[1], sync[0], rep[1], spec.limits, true);
+  int fork_errno = 0;
+  const pid_t pid = ForkThread::Run([&]() -> pid_t {
+    pid_t child = -1;
+    if (spec.limits.namespaces) {
+      child = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
+      if (child == 0) {
+        ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
+                  chan[1], sync[0], rep[1], spec.limits, true);
+      }
+      in_ns = child > 0;
     }
-    in_ns = pid > 0;
-  }
-  if (pid < 0) {
-    pid = fork();
-    if (pid == 0) {
-      ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
-                chan[1], sync[0], rep[1], spec.limits, false);
+    if (child < 0) {
+      child = fork();
+      if (child == 0) {
+        ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
+                  chan[1], sync[0], rep[1], spec.limits, false);
+      }
     }
-  }
+    fork_errno = errno;
+    return child;
+  });
   close(in[0]);
   close(out[1]);
   close(err[1]);
@@ -245,7 +312,7 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
   if (chan[1] >= 0) close(chan[1]);
   if (pid < 0) {
     if (chan[0] >= 0) close(chan[0]);
-    *error = std::string("fork: ") + strerror(errno);
+    *error = std::string("fork: ") + strerror(fork_errno);
     close(in[1]);
     close(out[0]);
     close(err[0]);

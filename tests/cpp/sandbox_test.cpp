@@ -686,6 +686,57 @@ TEST_P(SandboxTest, KillEndsAHangingChildPromptly) {
   EXPECT_EQ(p->Wait(), how);
 }
 
+// The parent-death signal follows the thread that forked a child, not the
+// process: a child started from a thread that has since ended lives on (a
+// judge's reference worker, started by a bench job, was killed mid-comparison
+// when that job ran out of tasks).
+TEST_P(SandboxTest, OutlivesTheThreadThatStartedIt) {
+  std::unique_ptr<SandboxProcess> p;
+  std::thread([&] { p = Spawn(Sh("sleep 1000", ns())); }).join();
+  ASSERT_TRUE(p);
+  usleep(300000);
+  EXPECT_FALSE(p->PollExited()) << p->Wait();
+  p->Kill();
+  EXPECT_EQ(p->Wait(), "killed by signal 9 (Killed)");
+}
+
+// ... and still dies with the process that started it.
+TEST_P(SandboxTest, DiesWithTheProcessThatStartedIt) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const SpawnSpec spec = Sh("sleep 1000", ns());
+  pid_t helper = fork();
+  if (helper == 0) {
+    close(fds[0]);
+    std::string err;
+    auto c = SandboxProcess::Spawn(spec, &err);
+    pid_t cp = c ? c->pid() : -1;
+    (void)!write(fds[1], &cp, sizeof cp);
+    (void)c.release();  // the helper's end must end the child, not a destructor
+    _exit(0);
+  }
+  ASSERT_GT(helper, 0);
+  close(fds[1]);
+  pid_t child = -1;
+  ASSERT_EQ(read(fds[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+  close(fds[0]);
+  int st = 0;
+  waitpid(helper, &st, 0);
+  ASSERT_GT(child, 0);
+  stray_.push_back(child);
+  // Gone, or a zombie that nobody here reaps.
+  auto dead = [&] {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    size_t close_paren = line.rfind(')');
+    return close_paren != std::string::npos && close_paren + 2 < line.size() && line[close_paren + 2] == 'Z';
+  };
+  bool gone = false;
+  for (int i = 0; i < 60 && !(gone = dead()); ++i) usleep(50000);
+  EXPECT_TRUE(gone) << "the child of a process that ended is still running";
+}
+
 TEST_P(SandboxTest, DestructorKillsAndReaps) {
   pid_t pid;
   std::string ns_link;

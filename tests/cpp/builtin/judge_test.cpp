@@ -907,6 +907,31 @@ TEST_F(BuiltinJudge, MinMaxWithTensorsPass) {
   EXPECT_NE(kernels.find("_ax_nanmin(acc, axis=1)"), std::string::npos) << src;
   EXPECT_NE(kernels.find("def _ax_nanmin2(a, b):"), std::string::npos) << src;
 }
+// NaN through relu, clamp, hardtanh, relu6, maximum/minimum, hardsigmoid,
+// hardswish and max/min reductions over rows of two tiles, as PyTorch gives it.
+// The interpreter keeps NaN whatever the source says: the source is what this
+// test checks, the GPU run of the task (bench/builtin.py) the kernels.
+TEST_F(BuiltinJudge, NanThroughMinMaxPasses) {
+  TaskRef t = Task("tests/corpus/builtin/nan_activations.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  const std::string kernels = src.substr(0, src.find("class ModelNew"));
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = kernels.find(what); at != std::string::npos; at = kernels.find(what, at + 1)) ++n;
+    return n;
+  };
+  // clamp 2, maximum 1, minimum 1, hardtanh 2, relu6 2, hardsigmoid 2, hardswish 2
+  EXPECT_GE(count("tl.minimum(") + count("tl.maximum("), 12u) << src;
+  EXPECT_EQ(count("tl.minimum(") + count("tl.maximum("), count("propagate_nan=tl.PropagateNan.ALL)")) << src;
+  EXPECT_EQ(kernels.find("tl.max("), std::string::npos) << src;
+  EXPECT_EQ(kernels.find("tl.min("), std::string::npos) << src;
+  EXPECT_EQ(kernels.find("x > 0"), std::string::npos) << src;
+}
 TEST_F(BuiltinJudge, PoolsPass) {
   AllPlansPass("tests/corpus/builtin/pools.py", 1);
   TaskRef t = Task("tests/corpus/builtin/pools.py");
