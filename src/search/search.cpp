@@ -168,6 +168,10 @@ Outcome TaskSearch::Judge1(const std::string& source, Verdict* verdict, Status* 
   req.candidate_source = source;
   req.options = jopts_;
   EvalResult r = judge_->Evaluate(req);
+  // A failure of the judge's own reference worker (killed, out of host
+  // memory) says nothing about the candidate: judged once more (with a fresh
+  // reference) before the step records it.
+  if (r.status.ok() && r.verdict.HasFlag("reference_failed")) r = judge_->Evaluate(req);
   if (!r.status.ok()) {
     *fatal = r.status;
     return Outcome{};

@@ -113,6 +113,20 @@ class FakeJudge : public Judge {
       }
       (retime ? retimed_ : judged_).push_back(req.candidate_source);
     }
+    // "refkill=N" (a search call): the first N judgments of the source find the
+    // judge's reference worker killed, an infrastructure failure.
+    if (std::string k = MarkerValue(req.candidate_source, "refkill"); !retime && !k.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (++refkills_[req.candidate_source] <= std::atoi(k.c_str())) {
+        EvalResult r;
+        r.verdict.device = "FakeGPU";
+        r.verdict.status = "runtime_error";
+        r.verdict.AddFlag("reference_failed");
+        r.verdict.error = "the reference failed while comparing: killed by signal 9 (Killed)";
+        p.set_value(r);
+        return p.get_future();
+      }
+    }
     if (retime) {
       std::string n = MarkerValue(req.candidate_source, "retime_timeout");
       std::string k = MarkerValue(req.candidate_source, "retime_refkill");
@@ -170,6 +184,7 @@ class FakeJudge : public Judge {
   mutable std::mutex mu_;
   std::vector<std::string> judged_, retimed_;
   std::map<std::string, int> retime_timeouts_;
+  std::map<std::string, int> refkills_;
   int fail_from_ = -1;
 };
 

@@ -5,6 +5,7 @@
 // budgets and stops, and resuming a run from its store.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -159,6 +160,28 @@ TEST_F(SearchTest, ACandidateThatFailsTheReTimingIsDroppedWithItsReason) {
   TaskResult back;
   ASSERT_TRUE(TaskResult::FromStored(r.result.ToJson(), &back));
   EXPECT_EQ(back.retime_failures, r.result.retime_failures);
+}
+
+TEST_F(SearchTest, ACandidateWhoseReferenceFailedOnceIsJudgedAgain) {
+  const std::string k1 = Kernel("refkill-once", "# fake: speedup=2.0\n# fake: refkill=1");
+  FakeProposer p;
+  p.script = {Source(k1)};
+  Ran r = RunSearch(&p, Config("bon", 1));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(judge_.search_calls(), 2) << "judged again after the reference failure";
+  EXPECT_EQ(r.result.status, "found");
+  // Twice in a row: recorded as it came, flagged as the judge's failure.
+  const std::string k2 = Kernel("refkill", "# fake: speedup=2.0\n# fake: refkill=2");
+  FakeProposer p2;
+  p2.script = {Source(k2)};
+  Ran r2 = RunSearch(&p2, Config("bon", 1));
+  ASSERT_TRUE(r2.status.ok()) << r2.status.message();
+  EXPECT_EQ(r2.result.status, "none");
+  const int node = NodeWithSource(r2.tree, k2);
+  ASSERT_GE(node, 0);
+  EXPECT_EQ(r2.tree.node(node).outcome.status, "runtime_error");
+  const auto& flags = r2.tree.node(node).outcome.flags;
+  EXPECT_NE(std::find(flags.begin(), flags.end(), "reference_failed"), flags.end());
 }
 
 TEST_F(SearchTest, AReTimingThatTimesOutOnceIsRetried) {
