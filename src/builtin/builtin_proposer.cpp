@@ -14,7 +14,7 @@ const int kWarps[] = {1, 2, 4, 8, 16};
 
 std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
-  if (p.algebra) s += ", safe algebra (sums over a Linear's features from its summed weight, reductions over size-1 dimensions as elementwise work)";
+  if (p.algebra) s += ", safe algebra (sums over a Linear's features from its summed weight, reductions over size-1 dimensions as elementwise work, chains of scalar arithmetic folded)";
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
@@ -33,11 +33,13 @@ std::string Describe(const Plan& p) {
 BuiltinProposer::BuiltinProposer(Graph graph, std::string task_source)
     : graph_(std::move(graph)), task_source_(std::move(task_source)) {
   groups_ = static_cast<int>(FormGroups(graph_, FusionOptions()).size());
-  trivial_ = SimplifyTrivialReductions(graph_, &simple_);
+  Graph reduced;
+  trivial_ = SimplifyTrivialReductions(graph_, &reduced);
+  folded_ = FoldScalarChains(reduced, &simple_);
 }
 
 const Graph& BuiltinProposer::GraphFor(const Plan& plan) const {
-  return plan.algebra && trivial_ > 0 ? simple_ : graph_;
+  return plan.algebra && trivial_ + folded_ > 0 ? simple_ : graph_;
 }
 
 std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
@@ -77,6 +79,14 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     plans.push_back(narrow);
   }
   plans.push_back(Plan());
+  if (CountLinearReductions(graph_) == 0 && trivial_ == 0 && folded_ > 0) {
+    // Folded scalar chains alone: a few operations per element less, which a
+    // memory-bound kernel hardly notices; after the default.
+    Plan alg;
+    alg.algebra = true;
+    alg.gemm = true;
+    plans.push_back(alg);
+  }
   // Epilogues that fit only as split-row kernels (long rows of a large
   // tensor: the input read once instead of two or three times) come next,
   // with the work before the reduction inside too.

@@ -33,7 +33,8 @@ class BuiltinProposer : public ax::search::Proposer {
   // The large-step plans in the order they are proposed (for tests and reports).
   std::vector<Plan> LargePlans() const;
   // The graph a plan is generated from: under plan.algebra, the one with the
-  // reductions over size-1 dimensions rewritten (SimplifyTrivialReductions).
+  // reductions over size-1 dimensions rewritten (SimplifyTrivialReductions)
+  // and chains of scalar arithmetic folded (FoldScalarChains).
   const Graph& GraphFor(const Plan& plan) const;
 
  private:
@@ -44,8 +45,9 @@ class BuiltinProposer : public ax::search::Proposer {
   bool TryPlan(const Plan& plan, ax::search::Proposal* p, std::string* error);
 
   Graph graph_;
-  Graph simple_;    // graph_ with its trivial reductions rewritten
-  int trivial_ = 0;  // how many
+  Graph simple_;    // graph_ with its trivial reductions rewritten and scalar chains folded
+  int trivial_ = 0;  // how many reductions
+  int folded_ = 0;   // how many scalar operators folded away
   std::string task_source_;
   std::string decline_;               // non-empty: cannot trace
   std::set<std::string> seen_;        // hashes of sources already proposed

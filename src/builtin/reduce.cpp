@@ -1,5 +1,7 @@
 #include "builtin/reduce.h"
 
+#include "builtin/fuse.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -899,6 +901,102 @@ int SimplifyTrivialReductions(const Graph& g, Graph* out) {
       v.dtype = n.dtype;
       r.nodes.push_back(std::move(v));
     }
+  }
+  if (count == 0) {
+    *out = g;
+    return 0;
+  }
+  std::vector<Node> kept;
+  for (auto& n : r.nodes) {
+    if (!dropped.count(n.name)) kept.push_back(std::move(n));
+  }
+  r.nodes = std::move(kept);
+  if (!LinkGraph(&r).ok()) {
+    *out = g;
+    return 0;
+  }
+  *out = std::move(r);
+  return count;
+}
+
+int FoldScalarChains(const Graph& g, Graph* out) {
+  // A scalar operator on one tensor as x * k (mul: true) or x + k.
+  struct Lin {
+    std::string x;
+    bool mul = true;
+    double k = 0;
+    bool div = false;  // x / k (kept as a division when only divisions fold)
+  };
+  std::map<std::string, Lin> form;
+  std::set<std::string> dropped;
+  Graph r;
+  r.training = g.training;
+  int count = 0;
+  for (const auto& n : g.nodes) {
+    EwOp op;
+    Lin self;
+    bool is_lin = false;
+    if (n.op != "output" && n.kwargs.empty() && ClassifyElementwise(g, n, &op) && op.operands.size() == 2 &&
+        op.params.empty()) {
+      const EwOperand& a = op.operands[0];
+      const EwOperand& b = op.operands[1];
+      const bool ta = !a.node.empty(), tb = !b.node.empty();
+      const Node* t = ta != tb ? g.Find(ta ? a.node : b.node) : nullptr;
+      if (t && t->is_tensor && t->shape == n.shape && t->dtype == n.dtype) {
+        const double c = ta ? b.value : a.value;
+        self.x = t->name;
+        if (op.fn == "mul") {
+          self = {t->name, true, c, false};
+          is_lin = true;
+        } else if (op.fn == "div" && ta && c != 0.0) {
+          self = {t->name, true, c, true};
+          is_lin = true;
+        } else if (op.fn == "add") {
+          self = {t->name, false, c, false};
+          is_lin = true;
+        } else if (op.fn == "sub" && ta) {
+          self = {t->name, false, -c, false};
+          is_lin = true;
+        }
+      }
+    }
+    if (!is_lin) {
+      r.nodes.push_back(n);
+      continue;
+    }
+    auto it = form.find(self.x);
+    const Node* inner = g.Find(self.x);
+    if (it != form.end() && it->second.mul == self.mul && inner && inner->users.size() == 1) {
+      const Lin& in = it->second;
+      Lin both{in.x, self.mul, 0.0, false};
+      if (!self.mul) {
+        both.k = in.k + self.k;
+      } else if (in.div && self.div) {
+        both.k = in.k * self.k;  // (x / a) / b = x / (a * b)
+        both.div = true;
+      } else {
+        both.k = (in.div ? 1.0 / in.k : in.k) * (self.div ? 1.0 / self.k : self.k);
+        // (x / a) * b: b / a in one division, not through 1 / a
+        if (in.div && !self.div) both.k = self.k / in.k;
+        if (!in.div && self.div) both.k = in.k / self.k;
+      }
+      if (std::isfinite(both.k) && (!both.div || both.k != 0.0)) {
+        ++count;
+        dropped.insert(inner->name);
+        Node e = n;
+        e.op = "call_function";
+        e.target = both.mul ? (both.div ? "truediv" : "mul") : "add";
+        e.callable = both.mul ? (both.div ? "operator.truediv" : "operator.mul") : "operator.add";
+        e.args = json::array({json{{"node", both.x}}, json{{"repr", PyFloat(both.k)}, {"value", both.k}}});
+        e.kwargs = json::object();
+        e.module = json();
+        form[n.name] = both;
+        r.nodes.push_back(std::move(e));
+        continue;
+      }
+    }
+    form[n.name] = self;
+    r.nodes.push_back(n);
   }
   if (count == 0) {
     *out = g;

@@ -94,6 +94,17 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one
 // read goes too). Returns how many were rewritten (0: *out is g).
 int SimplifyTrivialReductions(const Graph& g, Graph* out);
 
+// Safe algebra (the `algebra` plan): chains of scalar arithmetic on one tensor
+// folded into one operator when the inner result has no other reader:
+// (x * a) * b and (x / a) * b as x * c, (x / a) / b as x / (a * b), and
+// additions and subtractions of numbers as one addition (x + a - b as
+// x + (a - b)). One rounding instead of two, so results can differ by an ulp:
+// the judge checks the plan like any other. Only number literals fold (not
+// runtime scalars or tensors), and only to a finite constant. *out: g with
+// the folds (same names for the outer operators, so readers are unchanged).
+// Returns how many inner operators were folded away (0: *out is g).
+int FoldScalarChains(const Graph& g, Graph* out);
+
 // Schedule of a reduction kernel (0 = chosen from the geometry).
 // coop: softmax, log_softmax and norms over long contiguous rows as one
 // split-row kernel (each row split over programs that keep their chunk in

@@ -275,6 +275,43 @@ TEST_F(BuiltinJudge, SizeOneReductionsBecomeElementwise) {
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/trivial_reductions.py", 1);
 }
+// Safe algebra: chains of scalar arithmetic on one tensor fold into one
+// operator under the algebra plan (after the default plan when nothing else of
+// the algebra applies); what must stay, stays.
+TEST_F(BuiltinJudge, ScalarChainsFold) {
+  TaskRef t = Task("tests/corpus/builtin/scalar_chains.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Graph f;
+  EXPECT_EQ(FoldScalarChains(g, &f), 6);  // a 1, b 2, c 2, d 1
+  EXPECT_EQ(f.nodes.size() + 6, g.nodes.size());
+  std::map<std::string, std::vector<double>> folded;  // target -> constants of the nodes that changed
+  for (const auto& n : f.nodes) {
+    const Node* before = g.Find(n.name);
+    ASSERT_NE(before, nullptr);
+    if (before->args != n.args) folded[n.target].push_back(n.args[1]["value"].get<double>());
+  }
+  EXPECT_EQ(folded["mul"], (std::vector<double>{6.0, 4.0}));
+  EXPECT_EQ(folded["add"], (std::vector<double>{-1.5}));
+  EXPECT_EQ(folded["truediv"], (std::vector<double>{21.0}));
+  EXPECT_EQ(folded.size(), 3u);
+  BuiltinProposer prop(g, t.source);
+  const std::vector<Plan> plans = prop.LargePlans();
+  size_t at = plans.size();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].algebra) at = std::min(at, i);
+  }
+  ASSERT_LT(at, plans.size());
+  EXPECT_GT(at, 0u) << "folds alone do not come first";
+  EXPECT_EQ(prop.GraphFor(plans[at]).nodes.size(), f.nodes.size());
+  std::string src;
+  ASSERT_TRUE(Generate(prop.GraphFor(plans[at]), t.source, plans[at], &src).ok());
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  const std::string kernels = src.substr(0, src.find("class ModelNew"));
+  EXPECT_NE(kernels.find("6.0"), std::string::npos) << src;
+  EXPECT_NE(kernels.find("-1.5"), std::string::npos) << src;
+}
 TEST_F(BuiltinJudge, TripletLossIsLowered) {
   TaskRef t = Task("tests/corpus/builtin/triplet_loss.py");
   Graph g;
@@ -537,7 +574,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
-    std::vector<Plan> plans = BuiltinProposer(g, t.source).LargePlans();
+    BuiltinProposer prop(g, t.source);
+    std::vector<Plan> plans = prop.LargePlans();
     Plan coop = CoopPlan(g);
     coop.reduce_prologue = true;
     plans.push_back(coop);
@@ -555,7 +593,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
     if (norm) plans.push_back(lag);
     for (const Plan& p : plans) {
       std::string src;
-      if (!Generate(g, t.source, p, &src).ok()) continue;
+      if (!Generate(prop.GraphFor(p), t.source, p, &src).ok()) continue;
       const std::string path = dir + "/plan" + std::to_string(n++) + ".py";
       ASSERT_TRUE(WriteFile(path, src));
       files += " " + path;
@@ -980,7 +1018,7 @@ TEST(BuiltinKernelBench, TracesAndGeneratesParsableSources) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream in(traces);
   std::string line;
-  int traced = 0, untraced = 0, generated = 0, nothing = 0, failed = 0, sources = 0;
+  int traced = 0, untraced = 0, generated = 0, nothing = 0, failed = 0, sources = 0, with_folds = 0;
   std::map<std::string, int> why_not;
   while (std::getline(in, line)) {
     json j = json::parse(line);
@@ -996,6 +1034,10 @@ TEST(BuiltinKernelBench, TracesAndGeneratesParsableSources) {
     auto src = ReadFile(j["path"].get<std::string>());
     ASSERT_TRUE(src.has_value());
     BuiltinProposer prop(g, *src);
+    {
+      Graph folded;
+      with_folds += FoldScalarChains(g, &folded) > 0;
+    }
     bool any = false;
     for (const Plan& plan : prop.LargePlans()) {
       std::string out;
@@ -1033,7 +1075,8 @@ TEST(BuiltinKernelBench, TracesAndGeneratesParsableSources) {
   EXPECT_EQ(rc, 0) << ReadFile(tmp + "/ast.txt").value_or("");
   std::cout << "kernelbench: " << files.size() << " problems, " << traced << " traced, " << untraced
             << " cannot trace, " << generated << " generated (" << sources << " plan sources, all parsed), " << nothing
-            << " nothing to fuse, " << failed << " codegen failures\n";
+            << " nothing to fuse, " << failed << " codegen failures; scalar chains folded in " << with_folds
+            << " problems\n";
   RecordProperty("traced", traced);
   RecordProperty("generated", generated);
   fs::remove_all(tmp);
