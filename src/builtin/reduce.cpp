@@ -839,6 +839,29 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one
   return true;
 }
 
+namespace {
+// The end of a graph rewrite: r without the dropped nodes, linked, as *out;
+// g itself when nothing was rewritten or r does not link. Returns the count
+// (0 in the latter cases).
+int FinishRewrite(const Graph& g, Graph r, const std::set<std::string>& dropped, int count, Graph* out) {
+  if (count == 0) {
+    *out = g;
+    return 0;
+  }
+  std::vector<Node> kept;
+  for (auto& n : r.nodes) {
+    if (!dropped.count(n.name)) kept.push_back(std::move(n));
+  }
+  r.nodes = std::move(kept);
+  if (!LinkGraph(&r).ok()) {
+    *out = g;
+    return 0;
+  }
+  *out = std::move(r);
+  return count;
+}
+}  // namespace
+
 int SimplifyTrivialReductions(const Graph& g, Graph* out) {
   static const std::set<std::string> kKinds = {"sum",       "mean",   "amax",   "amin",       "logsumexp",
                                                "softmax",   "log_softmax", "cumsum", "cumprod"};
@@ -902,21 +925,7 @@ int SimplifyTrivialReductions(const Graph& g, Graph* out) {
       r.nodes.push_back(std::move(v));
     }
   }
-  if (count == 0) {
-    *out = g;
-    return 0;
-  }
-  std::vector<Node> kept;
-  for (auto& n : r.nodes) {
-    if (!dropped.count(n.name)) kept.push_back(std::move(n));
-  }
-  r.nodes = std::move(kept);
-  if (!LinkGraph(&r).ok()) {
-    *out = g;
-    return 0;
-  }
-  *out = std::move(r);
-  return count;
+  return FinishRewrite(g, std::move(r), dropped, count, out);
 }
 
 int FoldScalarChains(const Graph& g, Graph* out) {
@@ -998,21 +1007,7 @@ int FoldScalarChains(const Graph& g, Graph* out) {
     form[n.name] = self;
     r.nodes.push_back(n);
   }
-  if (count == 0) {
-    *out = g;
-    return 0;
-  }
-  std::vector<Node> kept;
-  for (auto& n : r.nodes) {
-    if (!dropped.count(n.name)) kept.push_back(std::move(n));
-  }
-  r.nodes = std::move(kept);
-  if (!LinkGraph(&r).ok()) {
-    *out = g;
-    return 0;
-  }
-  *out = std::move(r);
-  return count;
+  return FinishRewrite(g, std::move(r), dropped, count, out);
 }
 
 namespace {
