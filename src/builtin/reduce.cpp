@@ -953,7 +953,6 @@ int FoldScalarChains(const Graph& g, Graph* out) {
       const Node* t = ta != tb ? g.Find(ta ? a.node : b.node) : nullptr;
       if (t && t->is_tensor && t->shape == n.shape && t->dtype == n.dtype) {
         const double c = ta ? b.value : a.value;
-        self.x = t->name;
         if (op.fn == "mul") {
           self = {t->name, true, c, false};
           is_lin = true;
@@ -983,11 +982,12 @@ int FoldScalarChains(const Graph& g, Graph* out) {
       } else if (in.div && self.div) {
         both.k = in.k * self.k;  // (x / a) / b = x / (a * b)
         both.div = true;
+      } else if (in.div) {
+        both.k = self.k / in.k;  // (x / a) * b = x * (b / a)
+      } else if (self.div) {
+        both.k = in.k / self.k;  // (x * a) / b = x * (a / b)
       } else {
-        both.k = (in.div ? 1.0 / in.k : in.k) * (self.div ? 1.0 / self.k : self.k);
-        // (x / a) * b: b / a in one division, not through 1 / a
-        if (in.div && !self.div) both.k = self.k / in.k;
-        if (!in.div && self.div) both.k = in.k / self.k;
+        both.k = in.k * self.k;
       }
       if (std::isfinite(both.k) && (!both.div || both.k != 0.0)) {
         ++count;
