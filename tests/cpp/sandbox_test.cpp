@@ -735,6 +735,31 @@ TEST_P(SandboxTest, DiesWithTheProcessThatStartedIt) {
   bool gone = false;
   for (int i = 0; i < 60 && !(gone = dead()); ++i) usleep(50000);
   EXPECT_TRUE(gone) << "the child of a process that ended is still running";
+  // Its cgroups, named after the helper that made them and never removed by
+  // it, go at a later spawn once nothing is left in them (a zombie still
+  // counts, so only a child that is fully gone is checked).
+  const std::string prefix = "w" + std::to_string(helper) + "_";
+  auto leftovers = [&] {
+    int n = 0;
+    for (const char* base : {"/sys/fs/cgroup/adaexplore", "/sys/fs/cgroup/pids/adaexplore",
+                             "/sys/fs/cgroup/memory/adaexplore"}) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(base, ec)) n += e.path().filename().string().rfind(prefix, 0) == 0;
+    }
+    return n;
+  };
+  for (int i = 0; i < 60 && leftovers() > 0; ++i) {
+    if (fs::exists("/proc/" + std::to_string(child))) {
+      usleep(50000);
+      continue;
+    }
+    auto p = Spawn(Sh("true", ns()));
+    if (p) p->Wait();
+    usleep(50000);  // the kernel lets go of a cgroup a little after its last process
+  }
+  if (!fs::exists("/proc/" + std::to_string(child))) {
+    EXPECT_EQ(leftovers(), 0) << "a dead process's cgroup was kept";
+  }
 }
 
 TEST_P(SandboxTest, DestructorKillsAndReaps) {
