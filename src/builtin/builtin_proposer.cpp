@@ -307,10 +307,14 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_ve
             cands.push_back({"programs per SM", c});
           }
           if (reds[k].second.kind == "norm" && dist == 1) {
-            // the chunks held until the row is complete, or re-read from L2
+            // the chunks held until the row is complete, re-read from L2, or
+            // held a round while the next chunk is read
             c = cur;
-            c.lag = cur.lag > 0 ? -1 : 1;
+            c.lag = cur.lag == 1 ? -1 : 1;
             cands.push_back({"chunk re-read", c});
+            c = cur;
+            c.lag = cur.lag == 2 ? -1 : 2;
+            cands.push_back({"chunk held a round", c});
           }
         }
       }

@@ -83,7 +83,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
                     k.size() > 4 ? k.at(4).get<int>() : 0, k.size() > 5 ? k.at(5).get<int>() : 0};
       auto pow2_or_auto = [](int v) { return v == 0 || (v > 0 && v <= 65536 && (v & (v - 1)) == 0); };
       if (!pow2_or_auto(r.block_r) || !pow2_or_auto(r.block_m) || r.warps < 0 || r.warps > 32 || r.split < 0 ||
-          r.split > 4096 || r.coop < -1 || r.coop > 32 || r.lag < -1 || r.lag > 1) {
+          r.split > 4096 || r.coop < -1 || r.coop > 32 || r.lag < -1 || r.lag > 2) {
         return Status::Error("plan has a bad reduction schedule");
       }
       p.red.push_back(r);

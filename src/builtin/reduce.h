@@ -112,10 +112,12 @@ int FoldScalarChains(const Graph& g, Graph* out);
 // chosen from the geometry, -1 off, n > 0 on with n programs per SM; resolved:
 // n > 0 when used (block_r is then the chunk a program holds), else -1 when
 // asked off and 0 when not chosen.
-// lag (norms in a split-row kernel): a program applies the row's statistics
-// to the chunk KS items back, read again from L2, instead of holding its chunk
-// while the rest of its row arrives; requested: 1 on, 0 or -1 off (never on
-// by default); resolved: 1 when used, else -1 or 0 as requested.
+// lag (norms in a split-row kernel): instead of holding its chunk while the
+// rest of its row arrives, a program applies the row's statistics to the chunk
+// KS items back, read again from L2 (1), or to the chunk it read a round
+// earlier, held in registers (2: two chunks per program, a grid of at least KS
+// programs); requested: 1 or 2 on, 0 or -1 off; resolved: 1 or 2 when used,
+// else -1 or 0 as requested.
 struct RedSchedule {
   int block_r = 0, block_m = 0, warps = 0, split = 0, coop = 0, lag = 0;
   bool operator==(const RedSchedule&) const = default;

@@ -488,10 +488,74 @@ TEST_F(BuiltinJudge, SplitRowNormsReReadTheirChunks) {
     EXPECT_EQ(lags, norms - 1) << p.note;
   }
   EXPECT_EQ(toggles, static_cast<int>(norms));
-  // by default no norm re-reads its chunks
+  // by default no norm re-reads its chunks: rows of at most 512 chunks of
+  // 4096 elements hold them a round
   Plan dflt = CoopPlan(g);
   ASSERT_TRUE(Generate(g, t.source, dflt, &src).ok());
-  EXPECT_EQ(src.find("lag=True"), std::string::npos);
+  EXPECT_EQ(src.find("lag=True, CHUNK="), std::string::npos);
+  EXPECT_EQ(count("lag=2, CHUNK="), norms) << src;
+}
+TEST_F(BuiltinJudge, SplitRowNormsHoldTheirChunksARound) {
+  TaskRef t = Task("tests/corpus/builtin/split_rows.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan = CoopPlan(g);
+  size_t norms = 0;
+  const auto reds = FormReductions(g, Plan());
+  for (size_t i = 0; i < reds.size(); ++i) {
+    if (reds[i].second.kind == "norm") {
+      plan.red[i].lag = 2;
+      ++norms;
+    }
+  }
+  ASSERT_EQ(norms, 3u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(CoopLaunches(src), 5u) << src;
+  EXPECT_EQ(count("lag=2, CHUNK="), norms) << src;
+  // every round reads its chunk (masked past the last item) and applies the
+  // chunk of a round earlier, held in registers: x is read once, never again
+  EXPECT_EQ(count("    prev = tl.zeros([1, CHUNK], dtype=tl.float32)\n"), norms) << src;
+  EXPECT_EQ(count("        if PHASE == 3:\n            item = tl.program_id(0) + t * G - G\n"), norms) << src;
+  EXPECT_EQ(count("y = (prev - mu)"), norms) << src;
+  EXPECT_EQ(count("        prev = cur\n"), norms) << src;
+  EXPECT_EQ(count("tl.store(out + addr, y, mask=m, cache_modifier='.cs')"), norms) << src;
+  EXPECT_EQ(count("eviction_policy="), 0u) << src;
+  // the interpreter runs the two ordinary launches (a program there cannot
+  // wait for another); the GPU suite runs the held form itself
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  Plan back;
+  ASSERT_TRUE(ParsePlanMarker(src, &back).ok());
+  for (size_t i = 0; i < reds.size(); ++i) EXPECT_EQ(back.RedFor(i).lag, plan.RedFor(i).lag) << i;
+  // a small step turns it off for one norm, or switches that norm to re-reading
+  std::unique_ptr<search::Proposer> prop;
+  ASSERT_TRUE(MakeBuiltinProposer(judge_, t, Opts(), &prop).ok());
+  search::StepContext ctx;
+  ctx.large = false;
+  ctx.prompt.parent.source = src;
+  ctx.prompt.parent.verdict = "correct, 1.00x";
+  int off = 0, reread = 0;
+  for (int i = 0; i < 400; ++i) {
+    search::Proposal p = prop->Propose(ctx);
+    if (p.source.empty()) break;
+    const bool held = p.note.find("chunk held a round") != std::string::npos;
+    const bool rr = p.note.find("chunk re-read") != std::string::npos;
+    if (!held && !rr) continue;
+    size_t n = 0;
+    for (size_t at = p.source.find("lag=2, CHUNK="); at != std::string::npos; at = p.source.find("lag=2, CHUNK=", at + 1)) ++n;
+    EXPECT_EQ(n, norms - 1) << p.note;
+    EXPECT_EQ(p.source.find("lag=True, CHUNK=") != std::string::npos, rr) << p.note;
+    off += held;
+    reread += rr;
+  }
+  EXPECT_EQ(off, static_cast<int>(norms));
+  EXPECT_EQ(reread, static_cast<int>(norms));
 }
 TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   TaskRef t = Task("tests/corpus/builtin/split_row_epilogues.py");
@@ -561,7 +625,7 @@ TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
 }
 // The interpreter runs kernels that Triton's GPU compiler rejects (a loop
 // variable whose shape changes in the loop): every large-step plan of these
-// tasks, the split-row plan (and its re-read form for norms) and the split-row
+// tasks, the split-row plan (and its re-read and held-a-round forms for norms) and the split-row
 // epilogue plan, compiled for sm_90 by Triton itself, on the CPU.
 TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_compile_");
@@ -590,7 +654,12 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
     for (size_t i = 0; i < reds.size(); ++i) {
       if (reds[i].second.kind == "norm" && lag.red[i].coop > 0) lag.red[i].lag = 1, norm = true;
     }
-    if (norm) plans.push_back(lag);
+    if (norm) {
+      plans.push_back(lag);
+      Plan held = lag;  // and hold them a round instead
+      for (auto& r : held.red) r.lag = r.lag > 0 ? 2 : r.lag;
+      plans.push_back(held);
+    }
     for (const Plan& p : plans) {
       std::string src;
       if (!Generate(prop.GraphFor(p), t.source, p, &src).ok()) continue;
