@@ -1784,7 +1784,20 @@ def _ax_red{K}_merge(p1, p2, shift, mean, var):
       kv["CONSTS"] = ", HAS_B: tl.constexpr";
       kv["COOP_OUTS"] = "out, mean, var, w, b, ";
       kv["COOP_META"] = "HAS_B=getattr(mod, \"bias\", None) is not None, ";
-      kv["AFFC"] = Indent4(Indent4(Indent4(aff)));
+      // A chunk that lies within one channel (channels a whole number of
+      // chunks, rows a whole number of channels, each row one run of
+      // addresses) loads its weight and bias once, not per element: group
+      // norm over [896, 2097152] on an H200, 4.27 ms of GPU time against 4.60
+      // (2026-12-02, the held-a-round form).
+      std::string affc = aff;
+      const bool one_run = (g.IN == 1 && g.S3 == 1) || g.IN >= g.R;
+      const int64_t row_step = g.RD == 1 ? g.S1 : g.RD >= g.rows ? g.S2 : 0;
+      if (op.affine && op.ch_div > 1 && op.ch_div % cs.block_r == 0 && one_run && row_step > 0 &&
+          row_step % op.ch_div == 0) {
+        affc = "    c = ((base + (item % KS) * CHUNK) // " + I(op.ch_div) + ") % " + I(op.ch_mod) +
+               "  # the chunk's channel\n    y = y * tl.load(w + c)\n    if HAS_B:\n        y = y + tl.load(b + c)\n";
+      }
+      kv["AFFC"] = Indent4(Indent4(Indent4(affc)));
       const std::string stats = R"(            if PHASE != 1:
                 v0 = tl.where(m, v, 0.0)
                 n_i = tl.minimum({R} - (item % KS) * CHUNK, CHUNK).to(tl.float32)

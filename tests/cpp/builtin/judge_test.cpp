@@ -557,6 +557,31 @@ TEST_F(BuiltinJudge, SplitRowNormsHoldTheirChunksARound) {
   EXPECT_EQ(off, static_cast<int>(norms));
   EXPECT_EQ(reread, static_cast<int>(norms));
 }
+TEST_F(BuiltinJudge, SplitRowNormsLoadAChunksChannelOnce) {
+  TaskRef t = Task("tests/corpus/builtin/channel_chunks.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan = CoopPlan(g);  // 1024-element chunks, each norm's rows held a round by default
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(CoopLaunches(src), 3u) << src;
+  EXPECT_EQ(count("lag=2, CHUNK=1024,"), 3u) << src;
+  // the group norm over 64 x 64 channels and the instance norm over 64 x 80
+  // ones, in both of their apply blocks; the 50 x 60 channels per element
+  EXPECT_EQ(count("c = ((base + (item % KS) * CHUNK) // 4096) % 4  # the chunk's channel"), 2u) << src;
+  EXPECT_EQ(count("c = ((base + (item % KS) * CHUNK) // 5120) % 2  # the chunk's channel"), 2u) << src;
+  EXPECT_EQ(count("c = (addr // 3000) % 4\n"), 2u) << src;
+  EXPECT_EQ(count("y = y * tl.load(w + c)\n"), 4u) << src;
+  // the interpreter runs the two ordinary launches, whose apply loads the
+  // same way
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
 TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   TaskRef t = Task("tests/corpus/builtin/split_row_epilogues.py");
   Graph g;
@@ -634,7 +659,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
   for (const char* rel : {"tests/corpus/builtin/split_rows.py", "tests/corpus/builtin/norm_prologues.py",
                           "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
-                          "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py"}) {
+                          "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
+                          "tests/corpus/builtin/channel_chunks.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
