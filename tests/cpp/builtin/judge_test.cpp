@@ -74,14 +74,26 @@ class BuiltinJudge : public ::testing::Test {
     Status s = Generate(*g, t.source, Plan(), src);
     ASSERT_TRUE(s.ok()) << s.message();
   }
-  // How many split-row launches src makes.
-  static size_t CoopLaunches(const std::string& src) {
+  // How many times what occurs in src.
+  static size_t Occurrences(const std::string& src, const std::string& what) {
     size_t n = 0;
-    for (size_t at = src.find("    _ax_coop_launch(_ax_red"); at != std::string::npos;
-         at = src.find("    _ax_coop_launch(_ax_red", at + 1)) {
-      ++n;
-    }
+    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
     return n;
+  }
+  // How many split-row launches src makes.
+  static size_t CoopLaunches(const std::string& src) { return Occurrences(src, "    _ax_coop_launch(_ax_red"); }
+  // CoopPlan(g) (below) with every norm's lag set to lag; *norms: how many.
+  static Plan NormLagPlan(const Graph& g, int lag, size_t* norms) {
+    Plan plan = CoopPlan(g);
+    *norms = 0;
+    const auto reds = FormReductions(g, Plan());
+    for (size_t i = 0; i < reds.size(); ++i) {
+      if (reds[i].second.kind == "norm") {
+        plan.red[i].lag = lag;
+        ++*norms;
+      }
+    }
+    return plan;
   }
   // A plan with every softmax and norm of g that can be one as a split-row
   // kernel in chunks of 1024, two programs per SM; *fits: how many.
@@ -435,23 +447,13 @@ TEST_F(BuiltinJudge, SplitRowNormsReReadTheirChunks) {
   ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   // the three norms as split-row kernels that re-read their chunks, the
   // softmax and log_softmax holding theirs
-  Plan plan = CoopPlan(g);
   size_t norms = 0;
+  Plan plan = NormLagPlan(g, 1, &norms);
   const auto reds = FormReductions(g, Plan());
-  for (size_t i = 0; i < reds.size(); ++i) {
-    if (reds[i].second.kind == "norm") {
-      plan.red[i].lag = 1;
-      ++norms;
-    }
-  }
   ASSERT_EQ(norms, 3u);
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return Occurrences(src, what); };
   EXPECT_EQ(CoopLaunches(src), 5u) << src;
   EXPECT_EQ(count("lag=True, CHUNK="), norms) << src;
   EXPECT_EQ(count("        if PHASE == 3:\n            item = tl.program_id(0) + t * G - KS\n"), norms) << src;
@@ -480,12 +482,7 @@ TEST_F(BuiltinJudge, SplitRowNormsReReadTheirChunks) {
     if (p.source.empty()) break;
     if (p.note.find("chunk re-read") == std::string::npos) continue;
     ++toggles;
-    size_t lags = 0;
-    for (size_t at = p.source.find("lag=True, CHUNK="); at != std::string::npos;
-         at = p.source.find("lag=True, CHUNK=", at + 1)) {
-      ++lags;
-    }
-    EXPECT_EQ(lags, norms - 1) << p.note;
+    EXPECT_EQ(Occurrences(p.source, "lag=True, CHUNK="), norms - 1) << p.note;
   }
   EXPECT_EQ(toggles, static_cast<int>(norms));
   // by default no norm re-reads its chunks: rows of at most 512 chunks of
@@ -499,23 +496,13 @@ TEST_F(BuiltinJudge, SplitRowNormsHoldTheirChunksARound) {
   TaskRef t = Task("tests/corpus/builtin/split_rows.py");
   Graph g;
   ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
-  Plan plan = CoopPlan(g);
   size_t norms = 0;
+  Plan plan = NormLagPlan(g, 2, &norms);
   const auto reds = FormReductions(g, Plan());
-  for (size_t i = 0; i < reds.size(); ++i) {
-    if (reds[i].second.kind == "norm") {
-      plan.red[i].lag = 2;
-      ++norms;
-    }
-  }
   ASSERT_EQ(norms, 3u);
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return Occurrences(src, what); };
   EXPECT_EQ(CoopLaunches(src), 5u) << src;
   EXPECT_EQ(count("lag=2, CHUNK="), norms) << src;
   // every round reads its chunk (masked past the last item) and applies the
@@ -547,9 +534,7 @@ TEST_F(BuiltinJudge, SplitRowNormsHoldTheirChunksARound) {
     const bool held = p.note.find("chunk held a round") != std::string::npos;
     const bool rr = p.note.find("chunk re-read") != std::string::npos;
     if (!held && !rr) continue;
-    size_t n = 0;
-    for (size_t at = p.source.find("lag=2, CHUNK="); at != std::string::npos; at = p.source.find("lag=2, CHUNK=", at + 1)) ++n;
-    EXPECT_EQ(n, norms - 1) << p.note;
+    EXPECT_EQ(Occurrences(p.source, "lag=2, CHUNK="), norms - 1) << p.note;
     EXPECT_EQ(p.source.find("lag=True, CHUNK=") != std::string::npos, rr) << p.note;
     off += held;
     reread += rr;
@@ -564,11 +549,7 @@ TEST_F(BuiltinJudge, SplitRowNormsLoadAChunksChannelOnce) {
   Plan plan = CoopPlan(g);  // 1024-element chunks, each norm's rows held a round by default
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return Occurrences(src, what); };
   EXPECT_EQ(CoopLaunches(src), 3u) << src;
   EXPECT_EQ(count("lag=2, CHUNK=1024,"), 3u) << src;
   // the group norm over 64 x 64 channels and the instance norm over 64 x 80
