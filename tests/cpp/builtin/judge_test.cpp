@@ -514,7 +514,7 @@ TEST_F(BuiltinJudge, SplitRowNormsHoldTheirChunksARound) {
   EXPECT_EQ(count("tl.store(out + addr, y, mask=m, cache_modifier='.cs')"), norms) << src;
   EXPECT_EQ(count("eviction_policy="), 0u) << src;
   // the interpreter runs the two ordinary launches (a program there cannot
-  // wait for another); the GPU suite runs the held form itself
+  // wait for another); only a GPU runs the held form itself (bench/builtin.py)
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   Plan back;
