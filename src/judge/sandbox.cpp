@@ -52,25 +52,6 @@ long long ResolveMemoryLimit(long long want) {
 }
 
 // A memory cgroup (v1 hierarchy) for the child, or "".
-// Removes the empty cgroups under base that a process no longer running made
-// (w<pid>_<n>): a judge killed outright never removes its children's, and
-// its children die with it. A cgroup still holding a process stays (rmdir
-// refuses it), and so does one whose pid belongs to a running process.
-void SweepStaleCgroups(const std::string& base) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() < 4 || name[0] != 'w') continue;
-    const size_t us = name.find('_');
-    if (us == std::string::npos || us < 2) continue;
-    char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + 1, &end, 10);
-    if (end != name.c_str() + us || pid <= 0 || pid == getpid()) continue;
-    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    rmdir(e.path().c_str());
-  }
-}
-
 std::string MakeMemoryCgroupV1(long long max_bytes) {
   if (max_bytes <= 0 || access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) != 0) return "";
   std::string base = "/sys/fs/cgroup/memory/adaexplore";
@@ -237,6 +218,22 @@ constexpr char kReportProc = 1, kReportReadOnly = 2;
 }
 
 }  // namespace
+
+void SweepStaleCgroups(const std::string& base) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 4 || name[0] != 'w') continue;
+    const size_t us = name.find('_');
+    if (us == std::string::npos || us < 2) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + 1, &end, 10);
+    if (end != name.c_str() + us || pid <= 0 || pid == getpid()) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    rmdir(e.path().c_str());
+  }
+}
+
 
 std::string ResolveOnPath(const std::string& prog) {
   if (prog.find('/') != std::string::npos) return prog;

@@ -735,31 +735,31 @@ TEST_P(SandboxTest, DiesWithTheProcessThatStartedIt) {
   bool gone = false;
   for (int i = 0; i < 60 && !(gone = dead()); ++i) usleep(50000);
   EXPECT_TRUE(gone) << "the child of a process that ended is still running";
-  // Its cgroups, named after the helper that made them and never removed by
-  // it, go at a later spawn once nothing is left in them (a zombie still
-  // counts, so only a child that is fully gone is checked).
-  const std::string prefix = "w" + std::to_string(helper) + "_";
-  auto leftovers = [&] {
-    int n = 0;
-    for (const char* base : {"/sys/fs/cgroup/adaexplore", "/sys/fs/cgroup/pids/adaexplore",
-                             "/sys/fs/cgroup/memory/adaexplore"}) {
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator(base, ec)) n += e.path().filename().string().rfind(prefix, 0) == 0;
-    }
-    return n;
-  };
-  for (int i = 0; i < 60 && leftovers() > 0; ++i) {
-    if (fs::exists("/proc/" + std::to_string(child))) {
-      usleep(50000);
-      continue;
-    }
-    auto p = Spawn(Sh("true", ns()));
-    if (p) p->Wait();
-    usleep(50000);  // the kernel lets go of a cgroup a little after its last process
+}
+
+// A judge killed outright leaves its workers' cgroups (w<pid>_<n>) behind;
+// a later spawn removes the empty ones whose pid no longer runs.
+TEST(SandboxSweep, RemovesTheEmptyCgroupsOfProcessesNoLongerRunning) {
+  const std::string base = MakeTempDir(fs::temp_directory_path().string(), "ax_sweep_");
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string d = std::to_string(dead), live = std::to_string(getppid()), self = std::to_string(getpid());
+  for (const std::string& n : std::vector<std::string>{"w" + d + "_0", "w" + d + "_7", "w" + d + "_busy", "w" + live + "_0", "w" + self + "_0",
+                               "other", "w_0", "wx_0"}) {
+    ASSERT_TRUE(fs::create_directory(base + "/" + n)) << n;
   }
-  if (!fs::exists("/proc/" + std::to_string(child))) {
-    EXPECT_EQ(leftovers(), 0) << "a dead process's cgroup was kept";
-  }
+  std::ofstream(base + "/w" + d + "_busy/cgroup.procs") << "123\n";  // not empty: rmdir refuses it
+  SweepStaleCgroups(base);
+  EXPECT_FALSE(fs::exists(base + "/w" + d + "_0"));
+  EXPECT_FALSE(fs::exists(base + "/w" + d + "_7"));
+  EXPECT_TRUE(fs::exists(base + "/w" + d + "_busy"));
+  EXPECT_TRUE(fs::exists(base + "/w" + live + "_0")) << "its process runs";
+  EXPECT_TRUE(fs::exists(base + "/w" + self + "_0")) << "this process's own";
+  for (const char* n : {"other", "w_0", "wx_0"}) EXPECT_TRUE(fs::exists(base + "/" + n)) << n;
+  SweepStaleCgroups(base + "/missing");  // a root that does not exist: nothing to do
+  fs::remove_all(base);
 }
 
 TEST_P(SandboxTest, DestructorKillsAndReaps) {
