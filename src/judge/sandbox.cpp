@@ -24,6 +24,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace ax {
@@ -52,11 +53,20 @@ long long ResolveMemoryLimit(long long want) {
 }
 
 // A memory cgroup (v1 hierarchy) for the child, or "".
+// SweepStaleCgroups(base) at the first spawn of this process that uses base:
+// what a dead judge left stays dead, so a later spawn would find nothing new.
+void SweepOnce(const std::string& base) {
+  static std::mutex mu;
+  static std::set<std::string> swept;
+  std::lock_guard<std::mutex> lock(mu);
+  if (swept.insert(base).second) SweepStaleCgroups(base);
+}
+
 std::string MakeMemoryCgroupV1(long long max_bytes) {
   if (max_bytes <= 0 || access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) != 0) return "";
   std::string base = "/sys/fs/cgroup/memory/adaexplore";
   mkdir(base.c_str(), 0755);
-  SweepStaleCgroups(base);
+  SweepOnce(base);
   std::string dir = base + "/w" + std::to_string(getpid()) + "_" + std::to_string(g_cgroup_counter++);
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
   if (!WriteSmallFile(dir + "/memory.limit_in_bytes", std::to_string(max_bytes))) {
@@ -81,7 +91,7 @@ std::string MakePidsCgroup(long max_pids, long long max_bytes, bool* v2_memory) 
     return "";
   }
   mkdir(base.c_str(), 0755);
-  SweepStaleCgroups(base);
+  SweepOnce(base);
   if (base == "/sys/fs/cgroup/adaexplore") {
     WriteSmallFile(base + "/cgroup.subtree_control", "+pids");
     WriteSmallFile(base + "/cgroup.subtree_control", "+memory");
@@ -233,7 +243,6 @@ void SweepStaleCgroups(const std::string& base) {
     rmdir(e.path().c_str());
   }
 }
-
 
 std::string ResolveOnPath(const std::string& prog) {
   if (prog.find('/') != std::string::npos) return prog;

@@ -98,7 +98,8 @@ std::string DescribeExit(int status);
 // Removes the empty folders under base named w<pid>_<n> whose pid no longer
 // runs: the cgroups of a judge killed outright, which never removes its
 // workers' (they die with it). A folder still holding a process (rmdir
-// refuses it), or whose pid runs, stays. Every spawn sweeps its cgroup roots.
+// refuses it), or whose pid runs, stays. A process sweeps each cgroup root
+// at its first spawn there.
 void SweepStaleCgroups(const std::string& base);
 
 // Looks a program up on PATH; returns it unchanged when it has a slash.
