@@ -232,23 +232,18 @@ std::string CoopTop(bool lag, bool held = false) {
                                 : R"(a
     # program keeps its chunk in registers while the row's programs exchange partial results
     # through pa, pb and the row's counter, so x is read once)";
-  if (held) {
-    return R"(@triton.jit
+  const std::string head = R"(@triton.jit
 def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
                     KP: tl.constexpr{CONSTS}):
     # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: )" +
-           how + R"(
-    prev = tl.zeros([1, CHUNK], dtype=tl.float32)
+                           how + "\n";
+  if (held) {
+    return head + R"(    prev = tl.zeros([1, CHUNK], dtype=tl.float32)
     for t in range(0, ROUNDS):
         item = tl.program_id(0) + t * G
 )";
   }
-  return R"(@triton.jit
-def _ax_red{K}_coop({PARAMS}pa, pb, cnt, G, ROUNDS: tl.constexpr, PHASE: tl.constexpr, CHUNK: tl.constexpr, KS: tl.constexpr,
-                    KP: tl.constexpr{CONSTS}):
-    # {KIND} over a [{ROWS} x {R}] view of {IN_SHAPE}, each row split over KS programs: )" +
-         how + R"(
-    for t in range(0, ROUNDS):
+  return head + R"(    for t in range(0, ROUNDS):
         item = tl.program_id(0) + t * G
         if item < {ROWS} * KS:
 )";
@@ -1798,6 +1793,7 @@ def _ax_red{K}_merge(p1, p2, shift, mean, var):
                "  # the chunk's channel\n    y = y * tl.load(w + c)\n    if HAS_B:\n        y = y + tl.load(b + c)\n";
       }
       kv["AFFC"] = Indent4(Indent4(Indent4(affc)));
+      kv["VAL"] = "v";  // the chunk the apply normalises
       const std::string stats = R"(            if PHASE != 1:
                 v0 = tl.where(m, v, 0.0)
                 n_i = tl.minimum({R} - (item % KS) * CHUNK, CHUNK).to(tl.float32)
@@ -1813,7 +1809,7 @@ def _ax_red{K}_merge(p1, p2, shift, mean, var):
                 mu = tl.sum(sv, axis=0) / {R}.0
                 dm = tl.where(ks < KS, sv / tl.maximum(nv, 1.0) - mu, 0.0)
                 va = tl.sum(qv + nv * dm * dm, axis=0) / {R}.0
-                y = (v - mu) / tl.sqrt(va + {EPS})
+                y = ({VAL} - mu) / tl.sqrt(va + {EPS})
 {AFFC}                tl.store(out + addr, y, mask=m)
                 if item % KS == 0:
                     tl.store(mean_out + item // KS, mu)
@@ -1825,8 +1821,9 @@ def _ax_red{K}_merge(p1, p2, shift, mean, var):
         // item it reads nothing), and the chunk of a round earlier, still in
         // registers as prev, is applied once its row is complete.
         const std::string head = Fill(CoopTop(false, true), kv);
-        std::string apply_prev = Fill(apply, kv);
-        apply_prev.replace(apply_prev.find("y = (v - mu)"), 12, "y = (prev - mu)");
+        auto kp = kv;
+        kp["VAL"] = "prev";
+        const std::string apply_prev = Fill(apply, kp);
         kernel = head + Dedent4(Fill(kCoopChunk, kv)) + "        cur = v.to(tl.float32)\n        if item < " + kv["ROWS"] +
                  " * KS:\n" + Fill(stats, kv) + kCoopLagWaitIf + Fill(apply, kv) + Fill(kCoopHeldSecond, kv) +
                  Indent4(Fill(kCoopAddr, kv)) + WithKwarg(apply_prev, "tl.store(out + addr", "cache_modifier='.cs'") +
