@@ -158,6 +158,11 @@ class JudgePool : public Judge {
   ~JudgePool() override {
     stop_ = true;
     for (auto& [name, st] : devices_) {
+      // Taking each mutex once after setting stop_ closes the gap between a
+      // waiter's check of its predicate and its wait: without it a thread
+      // that had just found stop_ false misses this notify and waits forever.
+      { std::lock_guard<std::mutex> lock(st->jobs_mu); }
+      { std::lock_guard<std::mutex> lock(st->warm_mu); }
       st->jobs_cv.notify_all();
       st->warm_cv.notify_all();
     }
@@ -237,11 +242,11 @@ class JudgePool : public Judge {
     return wc;
   }
 
-  // Starts a worker and waits for it to say ready.
-  std::unique_ptr<Worker> StartWorker(WorkerConfig wc, std::string* error) {
+  // Starts a worker and waits for it to say ready (or for *cancel).
+  std::unique_ptr<Worker> StartWorker(WorkerConfig wc, std::string* error, const std::atomic<bool>* cancel = nullptr) {
     std::unique_ptr<Worker> w = Worker::Start(wc, error);
     if (!w) return nullptr;
-    Reply r = w->WaitReady(cfg_.worker_start_timeout_s);
+    Reply r = w->WaitReady(cfg_.worker_start_timeout_s, cancel);
     if (r.kind != Reply::kOk) {
       *error = "judge worker (" + wc.python + ") did not start: " + r.detail + " " +
                FirstLine(Tail(w->OutputTail(), 2000), 400);
@@ -278,7 +283,8 @@ class JudgePool : public Judge {
       if (wc.scratch.empty()) {
         error = "cannot create a scratch folder under " + cfg_.scratch_root;
       } else {
-        w = StartWorker(wc, &error);
+        // A pool that is being destroyed does not wait for warm-ups.
+        w = StartWorker(wc, &error, &stop_);
       }
       bool failed = !w;
       {
@@ -294,7 +300,7 @@ class JudgePool : public Judge {
       }
       st->warm_cv.notify_all();
       // Back off after a failed start; takers see the error meanwhile.
-      if (failed) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (failed && !stop_) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   }
 

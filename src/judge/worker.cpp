@@ -197,8 +197,8 @@ std::string Worker::OutputTail() const {
   return output_.substr(output_.size() - cfg_.output_keep_bytes);
 }
 
-Reply Worker::WaitReady(double timeout_s) {
-  Reply r = ReadLine(timeout_s);
+Reply Worker::WaitReady(double timeout_s, const std::atomic<bool>* cancel) {
+  Reply r = ReadLine(timeout_s, cancel);
   if (r.kind == Reply::kOk && !r.body.value("ok", false)) {
     r.kind = Reply::kProtocol;
     r.detail = "worker did not start: " + r.body.dump();
@@ -227,7 +227,7 @@ Reply Worker::Request(const nlohmann::json& req, double timeout_s) {
   return ReadLine(timeout_s);
 }
 
-Reply Worker::ReadLine(double timeout_s) {
+Reply Worker::ReadLine(double timeout_s, const std::atomic<bool>* cancel) {
   Reply r;
   const double t0 = NowSeconds();
   const double deadline = t0 + timeout_s;
@@ -287,6 +287,13 @@ Reply Worker::ReadLine(double timeout_s) {
       continue;
     }
     double now = NowSeconds();
+    if (cancel && cancel->load()) {
+      Kill();
+      r.kind = Reply::kDied;
+      r.detail = "stopped while starting";
+      r.seconds = now - t0;
+      return r;
+    }
     if (now >= deadline) {
       Kill();
       r.kind = Reply::kTimeout;
@@ -302,7 +309,7 @@ Reply Worker::ReadLine(double timeout_s) {
     if (proto_open) { fds[nfds] = {proc_->proto_fd(), POLLIN, 0}; idx_proto = nfds++; }
     if (out_open) { fds[nfds] = {proc_->out_fd(), POLLIN, 0}; idx_out = nfds++; }
     if (err_open) { fds[nfds] = {proc_->err_fd(), POLLIN, 0}; idx_err = nfds++; }
-    int wait_ms = static_cast<int>(std::min(1000.0, (deadline - now) * 1000.0)) + 1;
+    int wait_ms = static_cast<int>(std::min(cancel ? 100.0 : 1000.0, (deadline - now) * 1000.0)) + 1;
     int pr = poll(fds, nfds, wait_ms);
     if (pr < 0) {
       if (errno == EINTR) continue;

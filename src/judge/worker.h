@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -44,7 +45,9 @@ class Worker {
   ~Worker();
 
   // Waits for the "ready" line (the warm-up imports) for at most timeout_s.
-  Reply WaitReady(double timeout_s);
+  // When *cancel becomes true meanwhile, the worker is killed and the reply
+  // is kDied ("stopped while starting") within about 0.1 s.
+  Reply WaitReady(double timeout_s, const std::atomic<bool>* cancel = nullptr);
   Reply Request(const nlohmann::json& req, double timeout_s);
 
   // The descriptor channel (docs/worker-protocol.md): one descriptor per
@@ -64,7 +67,7 @@ class Worker {
 
  private:
   Worker() = default;
-  Reply ReadLine(double timeout_s);
+  Reply ReadLine(double timeout_s, const std::atomic<bool>* cancel = nullptr);
   void Absorb(const char* data, size_t n);
 
   WorkerConfig cfg_;

@@ -4,13 +4,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "common/util.h"
+#include "judge/judge.h"
 #include "judge/worker.h"
 
 namespace ax {
@@ -548,6 +552,64 @@ TEST_P(WorkerTest, NoReadyLineTimesOut) {
   EXPECT_EQ(r.kind, Reply::kTimeout);
   EXPECT_LT(NowSeconds() - t0, 4.0);
   EXPECT_FALSE(w->alive());
+}
+
+TEST_P(WorkerTest, WaitReadyStopsWhenCancelled) {
+  std::string err;
+  auto w = Worker::Start(Config(ns(), "no-ready"), &err);
+  ASSERT_TRUE(w) << err;
+  std::atomic<bool> cancel{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  double t0 = NowSeconds();
+  Reply r = w->WaitReady(60, &cancel);
+  double took = NowSeconds() - t0;
+  stopper.join();
+  EXPECT_EQ(r.kind, Reply::kDied);
+  EXPECT_EQ(r.detail, "stopped while starting");
+  EXPECT_GE(took, 0.25);
+  EXPECT_LT(took, 3.0);
+  EXPECT_FALSE(w->alive());
+}
+
+// A judge pool starts its candidate workers in the background as soon as it
+// exists. One destroyed before they are ready (a resumed bench with nothing
+// left to run) kills them instead of waiting for their warm-up.
+TEST_F(WorkerTestBase, PoolDestroyedWhileItsWorkersStartReturnsAtOnce) {
+  fs::create_directories(dir_ + "/slow/adaexplore_worker");
+  ASSERT_TRUE(WriteFile(dir_ + "/slow/adaexplore_worker/__init__.py", ""));
+  ASSERT_TRUE(WriteFile(dir_ + "/slow/adaexplore_worker/__main__.py", "import time\ntime.sleep(1000)\n"));
+  PoolConfig pc;
+  pc.python = FindPython();
+  pc.worker_dir = dir_ + "/slow";
+  pc.cache_dir = dir_ + "/cache";
+  pc.scratch_root = dir_ + "/scratch/pool";
+  pc.devices = {"cpu"};
+  pc.workers_per_device = 2;
+  pc.worker_start_timeout_s = 60;
+  auto pool = MakeJudgePool(pc);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  double t0 = NowSeconds();
+  pool.reset();
+  EXPECT_LT(NowSeconds() - t0, 5.0);
+}
+
+// Created and destroyed at once, over and over: every thread of the pool
+// sees the stop, whatever point of its wait it had reached.
+TEST_F(WorkerTestBase, PoolCreatedAndDestroyedAtOnceNeverHangs) {
+  PoolConfig pc;
+  pc.python = FindPython();
+  pc.worker_dir = dir_ + "/pkg";
+  pc.cache_dir = dir_ + "/cache";
+  pc.scratch_root = dir_ + "/scratch/pool";
+  pc.devices = {"cpu"};
+  pc.workers_per_device = 3;
+  pc.worker_start_timeout_s = 60;
+  double t0 = NowSeconds();
+  for (int i = 0; i < 40; ++i) MakeJudgePool(pc).reset();
+  EXPECT_LT(NowSeconds() - t0, 60.0);
 }
 
 TEST_P(WorkerTest, DeathAtStartup) {
