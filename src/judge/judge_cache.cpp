@@ -2,8 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 namespace ax {
 
@@ -16,6 +18,22 @@ const char* kSchema =
     "CREATE TABLE IF NOT EXISTS tasks (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL);";
 
 bool ValidTable(const std::string& t) { return t == "verdicts" || t == "baselines" || t == "tasks"; }
+
+bool IsBusy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
+
+// SQLite answers some lock conflicts with SQLITE_BUSY at once, without its
+// busy handler: a connection that would deadlock (two judges creating the
+// schema of a new file together), a journal-mode switch, a stale WAL
+// snapshot. Those are retried here for up to `seconds`.
+template <typename F>
+int Retrying(F&& attempt, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int rc;
+  while (IsBusy(rc = attempt()) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return rc;
+}
 }  // namespace
 
 JudgeCache::JudgeCache(const std::string& path) {
@@ -30,7 +48,14 @@ JudgeCache::JudgeCache(const std::string& path) {
   }
   sqlite3_busy_timeout(db_, 10000);
   char* err = nullptr;
-  if (sqlite3_exec(db_, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+  int rc = Retrying(
+      [&] {
+        sqlite3_free(err);
+        err = nullptr;
+        return sqlite3_exec(db_, kSchema, nullptr, nullptr, &err);
+      },
+      10.0);
+  if (rc != SQLITE_OK) {
     error_ = std::string("cache ") + path + " unusable: " + (err ? err : "?");
     sqlite3_free(err);
     sqlite3_close(db_);
@@ -67,7 +92,14 @@ void JudgeCache::Put(const std::string& table, const std::string& key, const std
   sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 2, value.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(st, 3, static_cast<double>(std::time(nullptr)));
-  sqlite3_step(st);  // a full disk or a locked file only costs the cache entry
+  // A full disk, or a file locked for longer than the retries, only costs
+  // the cache entry.
+  Retrying(
+      [&] {
+        sqlite3_reset(st);
+        return sqlite3_step(st);
+      },
+      10.0);
   sqlite3_finalize(st);
 }
 

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -193,6 +194,32 @@ TEST_F(JudgeCacheTest, ConcurrentInstancesSameFileLoseNothing) {
     }
   }
   EXPECT_EQ(found, kInstances * kPer);
+}
+
+// Judges that start together all open a cache file that does not exist yet:
+// creating its schema and switching it to WAL conflict in ways SQLite does
+// not hand to its busy handler. Every one of them must still get a cache.
+TEST_F(JudgeCacheTest, InstancesCreatingANewFileTogetherAllOpenIt) {
+  constexpr int kFiles = 25, kInstances = 6;
+  for (int f = 0; f < kFiles; ++f) {
+    const std::string path = dir_ + "/new" + std::to_string(f) + ".db";
+    std::vector<std::string> errors(kInstances);
+    std::vector<std::thread> ts;
+    std::atomic<int> ready{0};
+    for (int t = 0; t < kInstances; ++t) {
+      ts.emplace_back([&, t] {
+        ++ready;
+        while (ready.load() < kInstances) std::this_thread::yield();
+        JudgeCache c(path);
+        if (!c.enabled()) errors[t] = c.error();
+        c.Put("tasks", "k" + std::to_string(t), "v");
+      });
+    }
+    for (auto& th : ts) th.join();
+    for (int t = 0; t < kInstances; ++t) ASSERT_EQ(errors[t], "") << "file " << f << ", instance " << t;
+    JudgeCache c(path);
+    for (int t = 0; t < kInstances; ++t) EXPECT_EQ(c.Get("tasks", "k" + std::to_string(t)).value_or(""), "v");
+  }
 }
 
 TEST_F(JudgeCacheTest, ConcurrentProcessesSameFileLoseNothing) {
