@@ -172,13 +172,19 @@ constexpr char kReportProc = 1, kReportReadOnly = 2;
 
 [[noreturn]] void ChildMain(char* const* argv, char* const* envp, const char* cwd, char* const* writable,
                             int in_fd, int out_fd, int err_fd, int proto_fd, int channel_fd, int sync_fd,
-                            int report_fd, const SandboxLimits& lim, bool in_ns) {
+                            int sync_write_fd, int report_fd, const SandboxLimits& lim, bool in_ns) {
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Wait until the parent has placed us in the cgroup (or given up on one).
-  char byte;
-  while (read(sync_fd, &byte, 1) < 0 && errno == EINTR) {
+  // A parent that died before the line above sends no signal; it sends no
+  // go either, and with this copy of the write end closed its death reads
+  // as the end of the pipe: the child leaves instead of running orphaned.
+  close(sync_write_fd);
+  char byte = 0;
+  ssize_t got;
+  while ((got = read(sync_fd, &byte, 1)) < 0 && errno == EINTR) {
   }
+  if (got != 1) _exit(125);
   close(sync_fd);
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
   // The protocol pipe becomes fd 3 and the descriptor channel fd 4; both go
@@ -317,7 +323,7 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
       child = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
       if (child == 0) {
         ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
-                  chan[1], sync[0], rep[1], spec.limits, true);
+                  chan[1], sync[0], sync[1], rep[1], spec.limits, true);
       }
       in_ns = child > 0;
     }
@@ -325,7 +331,7 @@ std::unique_ptr<SandboxProcess> SandboxProcess::Spawn(const SpawnSpec& spec, std
       child = fork();
       if (child == 0) {
         ChildMain(argv.data(), envp.data(), spec.cwd.c_str(), writable.data(), in[0], out[1], err[1], proto[1],
-                  chan[1], sync[0], rep[1], spec.limits, false);
+                  chan[1], sync[0], sync[1], rep[1], spec.limits, false);
       }
     }
     fork_errno = errno;
