@@ -1,7 +1,12 @@
 """Traces a task's Model into a JSON graph for the builtin compiler.
 
-torch.fx.symbolic_trace gives the graph; ShapeProp runs it once on the task's
-own inputs to record every value's shape and dtype. Standard torch.nn modules
+torch.fx traces the graph; ShapeProp then runs it once on the task's own inputs
+to record every value's shape and dtype. The tracer knows every value's shape
+while it traces (each operation also runs on the meta device: no memory, no
+compute), so a forward that asks a tensor for its shape (`x.size(0)`,
+`x.shape[1]`, `x.dim()`, `len(x)`, `x.dtype`) and branches or loops on the
+answer traces with the task's shapes filled in, as the judge's inputs have
+them. A branch on tensor values still cannot be traced. Standard torch.nn modules
 stay whole (call_module) and carry their attributes (convolution geometry,
 norm settings, pooling windows, activation parameters), so that the compiler
 can keep library operators as PyTorch calls and fuse the rest.
@@ -11,6 +16,8 @@ evaluate back to the very same object, that generated code can call.
 """
 
 import builtins
+import dis
+import inspect
 import math
 import operator
 
@@ -150,6 +157,137 @@ def _module_info(mod):
     return info
 
 
+_UNKNOWN = object()
+# Tensor properties that the tracer answers from the value's shape and dtype.
+_SHAPE_ATTRS = ("shape", "ndim", "dtype")
+_SHAPE_METHODS = ("size", "dim", "ndimension", "numel", "nelement", "is_floating_point", "element_size")
+# Factory functions stay operations of the graph even when every argument is
+# now a number (`torch.zeros(x.size(0), 8)`): run eagerly, fx would bake their
+# result into the graph as a constant.
+_FACTORIES = ("zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace", "rand", "randn",
+              "randint", "randperm", "tril_indices", "triu_indices")
+# A forward that loops over a tensor's size unrolls; this many operations is
+# a graph too large for the compiler to be worth it.
+MAX_NODES = 10000
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _shape_tracer(inputs):
+    """A torch.fx Tracer whose proxies answer shape questions (see the top)."""
+    import torch.fx
+    from torch.fx.node import map_aggregate
+
+    def to_meta(v):
+        return v.detach().to("meta") if isinstance(v, torch.Tensor) and v.device.type != "meta" else v
+
+    class ShapeProxy(torch.fx.Proxy):
+        def _value(self):
+            return self.tracer.values.get(self.node, _UNKNOWN)
+
+        def __getattr__(self, k):
+            v = self._value()
+            if isinstance(v, torch.Tensor) and (k in _SHAPE_ATTRS or k in _SHAPE_METHODS):
+                return getattr(v, k)
+            return super().__getattr__(k)
+
+        def __len__(self):
+            v = self._value()
+            if isinstance(v, (torch.Tensor, tuple, list)):
+                return len(v)
+            return super().__len__()
+
+        def __iter__(self):
+            v = self._value()
+            if isinstance(v, (tuple, list)) or (isinstance(v, torch.Tensor) and v.dim() > 0):
+                return iter([self[i] for i in range(len(v))])
+            # Unknown length: `a, b = value` still unpacks into as many items
+            # as the statement names (the instruction being run says how many).
+            caller = inspect.currentframe().f_back
+            for ins in dis.get_instructions(caller.f_code):
+                if ins.offset == caller.f_lasti and ins.opname == "UNPACK_SEQUENCE":
+                    return iter([self[i] for i in range(ins.argval)])
+            raise torch.fx.proxy.TraceError("a traced value of unknown length cannot be iterated over")
+
+    class ShapeTracer(torch.fx.Tracer):
+        def __init__(self):
+            super().__init__()
+            self.values = {}
+            self.placeholders = 0
+            self.running = False
+            # A buffer the forward slices by a size (a causal mask cut to the
+            # sequence length) stays a graph value, not a baked constant.
+            self.proxy_buffer_attributes = True
+
+        def call_module(self, m, forward, args, kwargs):
+            # While an operation runs on the meta device, the modules it calls
+            # (fx has patched their calls) just run.
+            if self.running:
+                return forward(*args, **kwargs)
+            return super().call_module(m, forward, args, kwargs)
+
+        def getattr(self, attr, attr_val, parameter_proxy_cache):
+            # ... and the attributes it reads are plain values.
+            if self.running:
+                return attr_val
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+        def proxy(self, node):
+            return ShapeProxy(node, self)
+
+        def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+            p = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+            if len(self.values) >= MAX_NODES:
+                raise RuntimeError("the forward has more than %d operations (a loop over a tensor's size, "
+                                   "unrolled?)" % MAX_NODES)
+            self.running = True
+            try:
+                value = self._run(kind, target, args, kwargs)
+            except Exception:  # an operation the meta device cannot run: its shape stays unknown
+                value = _UNKNOWN
+            finally:
+                self.running = False
+            self.values[p.node] = value
+            return p
+
+        def _run(self, kind, target, args, kwargs):
+            def concrete(a):
+                if isinstance(a, torch.fx.Proxy):
+                    v = self.values.get(a.node, _UNKNOWN)
+                    if v is _UNKNOWN:
+                        raise _Unknown()
+                    return v
+                return to_meta(a)
+
+            if kind == "placeholder":
+                i = self.placeholders
+                self.placeholders += 1
+                if i < len(inputs):
+                    return to_meta(inputs[i])
+                return args[0] if args else _UNKNOWN
+            if kind == "get_attr":
+                return to_meta(_fetch_attr(self.root, target))
+            a = map_aggregate(args, concrete)
+            k = map_aggregate(kwargs, concrete)
+            if kind == "call_function" and getattr(target, "__name__", None) in _FACTORIES and target is getattr(
+                    torch, target.__name__, None):
+                k = dict(k, device="meta")
+                return target(*a, **k)
+            if kind == "call_function":
+                return target(*a, **k)
+            if kind == "call_method":
+                return getattr(a[0], target)(*a[1:], **k)
+            if kind == "call_module":
+                mod = self.root.get_submodule(target)
+                state = {n: to_meta(t) for n, t in list(mod.named_parameters()) + list(mod.named_buffers())}
+                return torch.func.functional_call(mod, state, tuple(a), dict(k))
+            return _UNKNOWN
+
+    return ShapeTracer()
+
+
 def trace(model, inputs):
     """The JSON graph of model(*inputs); raises with a reason when it cannot trace."""
     import torch.fx
@@ -157,7 +295,25 @@ def trace(model, inputs):
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError("Model is not an nn.Module")
-    gm = torch.fx.symbolic_trace(model)
+    tracer = _shape_tracer(inputs)
+    originals = {name: getattr(torch, name) for name in _FACTORIES if hasattr(torch, name)}
+
+    def recorded(fn):
+        def factory(*args, **kwargs):
+            if tracer.running:
+                return fn(*args, **kwargs)
+            return tracer.create_proxy("call_function", fn, args, kwargs)
+        return factory
+
+    try:
+        for name, fn in originals.items():
+            setattr(torch, name, recorded(fn))
+        with torch.no_grad():
+            graph = tracer.trace(model)
+    finally:
+        for name, fn in originals.items():
+            setattr(torch, name, fn)
+    gm = torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
     with torch.no_grad():
         ShapeProp(gm).propagate(*inputs)
     modules = dict(gm.named_modules())

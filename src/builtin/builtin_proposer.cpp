@@ -362,13 +362,21 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
     p.stop_run = true;
     return p;
   }
-  if (ctx.large) return Large("");
-  Plan parent;
-  Status s = ParsePlanMarker(ctx.prompt.parent.source, &parent);
-  if (!s.ok()) return Large("the parent has no plan (" + s.message() + "); ");
-  const std::string& v = ctx.prompt.parent.verdict;
-  if (!v.empty() && v.rfind("correct", 0) != 0) return Large("the parent failed; ");
-  return Small(parent, v);
+  try {
+    if (ctx.large) return Large("");
+    Plan parent;
+    Status s = ParsePlanMarker(ctx.prompt.parent.source, &parent);
+    if (!s.ok()) return Large("the parent has no plan (" + s.message() + "); ");
+    const std::string& v = ctx.prompt.parent.verdict;
+    if (!v.empty() && v.rfind("correct", 0) != 0) return Large("the parent failed; ");
+    return Small(parent, v);
+  } catch (const std::exception& e) {
+    // A compiler bug ends this task's search with its reason, not the run.
+    Proposal p;
+    p.note = std::string("cannot compile: internal error: ") + e.what();
+    p.stop_run = true;
+    return p;
+  }
 }
 
 Status MakeBuiltinProposer(Judge* judge, const TaskRef& task, const JudgeOptions& opts,
@@ -388,7 +396,12 @@ Status MakeBuiltinProposer(Judge* judge, const TaskRef& task, const JudgeOptions
     *out = BuiltinProposer::Declining("cannot trace: " + s.message());
     return Status::Ok();
   }
-  *out = std::make_unique<BuiltinProposer>(std::move(g), task.source);
+  // A graph the compiler trips over is this task's answer, not the run's end.
+  try {
+    *out = std::make_unique<BuiltinProposer>(std::move(g), task.source);
+  } catch (const std::exception& e) {
+    *out = BuiltinProposer::Declining(std::string("cannot compile: internal error: ") + e.what());
+  }
   return Status::Ok();
 }
 

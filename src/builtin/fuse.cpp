@@ -111,13 +111,13 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     auto it = kModules.find(n.ModuleClass());
     if (it == kModules.end() || n.args.size() != 1 || !n.kwargs.empty()) return false;
     fn = it->second;
-    if (attrs.value("inplace", false) && !InplaceSafe(g, n, true)) return false;
-    if (n.ModuleClass() == "Dropout" && attrs.value("training", true) && attr("p", 0.5) != 0.0) return false;
+    if (AttrOr(attrs, "inplace", false) && !InplaceSafe(g, n, true)) return false;
+    if (n.ModuleClass() == "Dropout" && AttrOr(attrs, "training", true) && attr("p", 0.5) != 0.0) return false;
     EwOperand a;
     if (!Operand(g, &n.args[0], n.shape, &a) || a.node.empty()) return false;
     op.operands.push_back(a);
     if (fn == "gelu") {
-      op.variant = attrs.value("approximate", "none");
+      op.variant = AttrOr<std::string>(attrs, "approximate", "none");
       if (op.variant != "none" && op.variant != "tanh") return false;
     } else if (fn == "leaky_relu") {
       op.params["negative_slope"] = attr("negative_slope", 0.01);

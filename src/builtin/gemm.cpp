@@ -39,7 +39,7 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
         w.value("shape", std::vector<int64_t>{}) != std::vector<int64_t>{op.N, op.K}) {
       return false;
     }
-    op.has_bias = attrs.value("bias", false);
+    op.has_bias = AttrOr(attrs, "bias", false);
     if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
     op.module = n.target;
   } else if ((n.op == "call_function" &&

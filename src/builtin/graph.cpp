@@ -81,11 +81,11 @@ bool LowerTriplet(const json& jn, const json& out, std::set<std::string>* names,
   if (is_module) {
     const json at = mod.contains("attrs") ? mod["attrs"] : json::object();
     if (!kw.empty()) return false;
-    margin = at.value("margin", 1.0);
-    p = at.value("p", 2.0);
-    eps = at.value("eps", 1e-6);
-    swap = at.value("swap", false);
-    reduction = at.value("reduction", std::string("mean"));
+    margin = AttrOr(at, "margin", 1.0);
+    p = AttrOr(at, "p", 2.0);
+    eps = AttrOr(at, "eps", 1e-6);
+    swap = AttrOr(at, "swap", false);
+    reduction = AttrOr(at, "reduction", std::string("mean"));
   } else {
     for (const auto& [k, v] : kw.items()) {
       if (!v.is_object()) return false;
@@ -307,7 +307,7 @@ bool LowerEvalBatchNorm(const json& jn, const json& out, std::set<std::string>* 
   const json at = mod.contains("attrs") && mod["attrs"].is_object() ? mod["attrs"] : json::object();
   const json bufs = mod.contains("buffers") && mod["buffers"].is_object() ? mod["buffers"] : json::object();
   const json prms = mod.contains("params") && mod["params"].is_object() ? mod["params"] : json::object();
-  if (at.value("training", true) || !bufs.contains("running_mean") || !bufs.contains("running_var")) return false;
+  if (AttrOr(at, "training", true) || !bufs.contains("running_mean") || !bufs.contains("running_var")) return false;
   if (!at.contains("eps") || !at["eps"].is_number()) return false;
   const double eps = at["eps"].get<double>();
   const json args = jn.contains("args") && jn["args"].is_array() ? jn["args"] : json::array();

@@ -14,6 +14,20 @@
 
 namespace ax::builtin {
 
+// attrs[key] when it holds a T, else dflt: a module attribute that is None in
+// Python arrives as null (nn.RMSNorm's eps), and json's value() would throw.
+template <typename T>
+T AttrOr(const nlohmann::json& attrs, const char* key, T dflt) {
+  if (!attrs.is_object()) return dflt;
+  auto it = attrs.find(key);
+  if (it == attrs.end() || it->is_null()) return dflt;
+  try {
+    return it->template get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return dflt;
+  }
+}
+
 struct Node {
   std::string name;       // fx node name (a Python identifier)
   std::string op;         // placeholder | get_attr | call_function | call_method | call_module | output

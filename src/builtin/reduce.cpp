@@ -594,7 +594,7 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   } else {
     dil.assign(d, 1);
   }
-  if (attrs.value("ceil_mode", false) || attrs.value("return_indices", false)) return false;
+  if (AttrOr(attrs, "ceil_mode", false) || AttrOr(attrs, "return_indices", false)) return false;
   if (is_avg && attrs.contains("divisor_override") && !attrs["divisor_override"].is_null()) return false;
   std::vector<int64_t> want = {x->shape[0], x->shape[1]};
   for (size_t i = 0; i < d; ++i) {
@@ -610,7 +610,7 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   op.pool_s = s;
   op.pool_p = p;
   op.pool_d = dil;
-  op.count_include_pad = attrs.value("count_include_pad", true);
+  op.count_include_pad = AttrOr(attrs, "count_include_pad", true);
   int64_t outs = 1, vol = 1;
   for (auto v : n.shape) outs *= v;
   for (auto v : k) vol *= v;
@@ -690,11 +690,13 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one
     }
     op.kind = "norm";
     op.norm_class = cls;
-    op.eps = attrs.value("eps", 1e-5);
-    const bool training = attrs.value("training", true);
+    // Norms without a number for eps (nn.RMSNorm's None: the dtype's epsilon) are not lowered.
+    if (!attrs.contains("eps") || !attrs["eps"].is_number()) return false;
+    op.eps = attrs["eps"].get<double>();
+    const bool training = AttrOr(attrs, "training", true);
     const int64_t N = x->shape[0];
     if (cls == "LayerNorm") {
-      auto ns = attrs.value("normalized_shape", std::vector<int64_t>{});
+      auto ns = AttrOr(attrs, "normalized_shape", std::vector<int64_t>{});
       if (ns.empty() || ns.size() > rank) return false;
       for (size_t i = 0; i < ns.size(); ++i) {
         if (ns[i] != x->shape[rank - ns.size() + i]) return false;
@@ -718,12 +720,12 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one
     if (cls == "GroupNorm" || cls.rfind("InstanceNorm", 0) == 0) {
       int64_t G = C;
       if (cls == "GroupNorm") {
-        G = attrs.value("num_groups", int64_t{0});
+        G = AttrOr(attrs, "num_groups", int64_t{0});
         if (G <= 0 || C % G) return false;
         op.affine = params.contains("weight");
       } else {
         // Instance norm with running statistics tracked is not generated.
-        if (attrs.value("track_running_stats", false)) return false;
+        if (AttrOr(attrs, "track_running_stats", false)) return false;
         op.affine = params.contains("weight");
       }
       int64_t R = (C / G) * S;
@@ -738,7 +740,7 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one
       // evaluation with running statistics stays a library call.
       if (!training) return false;
       op.affine = params.contains("weight");
-      op.running_stats = attrs.value("track_running_stats", true);
+      op.running_stats = AttrOr(attrs, "track_running_stats", true);
       if (attrs.contains("momentum") && attrs["momentum"].is_number()) op.momentum = attrs["momentum"].get<double>();
       else op.momentum = -1.0;  // None: cumulative average
       op.geo = Geometry{C, N * S, C, 0, S, S, C * S};
