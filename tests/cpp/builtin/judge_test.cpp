@@ -214,6 +214,17 @@ TEST_F(BuiltinJudge, ShapeQuestionsAreAnsweredWhileTracing) {
   AllPlansPass("tests/corpus/builtin/shape_questions.py", 1);
 }
 
+// A module attribute that is None in Python (nn.RMSNorm's eps) arrives as
+// null; reading it once threw out of the compiler and ended the run.
+TEST_F(BuiltinJudge, RmsNormWithItsDefaultEpsPasses) {
+  TaskRef t = Task("tests/corpus/builtin/rms_norm.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  ASSERT_NE(g.Find("norm"), nullptr);
+  EXPECT_TRUE(g.Find("norm")->module["attrs"]["eps"].is_null());
+  AllPlansPass("tests/corpus/builtin/rms_norm.py", 1);
+}
+
 TEST_F(BuiltinJudge, UntraceableTaskIsDeclined) {
   TaskRef t;
   t.name = "dynamic";
