@@ -195,6 +195,19 @@ class WorkerTestBase : public ::testing::Test {
     return w;
   }
 
+  // A judge pool on the CPU whose workers come from worker_dir.
+  PoolConfig PoolOn(const std::string& worker_dir, int workers) const {
+    PoolConfig pc;
+    pc.python = FindPython();
+    pc.worker_dir = worker_dir;
+    pc.cache_dir = dir_ + "/cache";
+    pc.scratch_root = dir_ + "/scratch/pool";
+    pc.devices = {"cpu"};
+    pc.workers_per_device = workers;
+    pc.worker_start_timeout_s = 60;
+    return pc;
+  }
+
   std::string dir_;
 };
 
@@ -581,15 +594,7 @@ TEST_F(WorkerTestBase, PoolDestroyedWhileItsWorkersStartReturnsAtOnce) {
   fs::create_directories(dir_ + "/slow/adaexplore_worker");
   ASSERT_TRUE(WriteFile(dir_ + "/slow/adaexplore_worker/__init__.py", ""));
   ASSERT_TRUE(WriteFile(dir_ + "/slow/adaexplore_worker/__main__.py", "import time\ntime.sleep(1000)\n"));
-  PoolConfig pc;
-  pc.python = FindPython();
-  pc.worker_dir = dir_ + "/slow";
-  pc.cache_dir = dir_ + "/cache";
-  pc.scratch_root = dir_ + "/scratch/pool";
-  pc.devices = {"cpu"};
-  pc.workers_per_device = 2;
-  pc.worker_start_timeout_s = 60;
-  auto pool = MakeJudgePool(pc);
+  auto pool = MakeJudgePool(PoolOn(dir_ + "/slow", 2));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   double t0 = NowSeconds();
   pool.reset();
@@ -599,14 +604,7 @@ TEST_F(WorkerTestBase, PoolDestroyedWhileItsWorkersStartReturnsAtOnce) {
 // Created and destroyed at once, over and over: every thread of the pool
 // sees the stop, whatever point of its wait it had reached.
 TEST_F(WorkerTestBase, PoolCreatedAndDestroyedAtOnceNeverHangs) {
-  PoolConfig pc;
-  pc.python = FindPython();
-  pc.worker_dir = dir_ + "/pkg";
-  pc.cache_dir = dir_ + "/cache";
-  pc.scratch_root = dir_ + "/scratch/pool";
-  pc.devices = {"cpu"};
-  pc.workers_per_device = 3;
-  pc.worker_start_timeout_s = 60;
+  const PoolConfig pc = PoolOn(dir_ + "/pkg", 3);
   double t0 = NowSeconds();
   for (int i = 0; i < 40; ++i) MakeJudgePool(pc).reset();
   EXPECT_LT(NowSeconds() - t0, 60.0);
