@@ -551,7 +551,8 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 }
 
 // nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d on a batched [N, C, ...] input:
-// any dilation (max pooling), no ceil_mode, no indices, no divisor override.
+// any dilation (max pooling), ceil_mode either way, no indices, no divisor
+// override.
 bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   const std::string cls = n.ModuleClass();
   const bool is_max = cls.rfind("MaxPool", 0) == 0, is_avg = cls.rfind("AvgPool", 0) == 0;
@@ -594,13 +595,19 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   } else {
     dil.assign(d, 1);
   }
-  if (AttrOr(attrs, "ceil_mode", false) || AttrOr(attrs, "return_indices", false)) return false;
+  if (AttrOr(attrs, "return_indices", false)) return false;
+  const bool ceil = AttrOr(attrs, "ceil_mode", false);
   if (is_avg && attrs.contains("divisor_override") && !attrs["divisor_override"].is_null()) return false;
   std::vector<int64_t> want = {x->shape[0], x->shape[1]};
   for (size_t i = 0; i < d; ++i) {
     const int64_t span = dil[i] * (k[i] - 1) + 1;  // the window's extent in the input
     if (k[i] < 1 || s[i] < 1 || p[i] < 0 || 2 * p[i] > span || x->shape[i + 2] + 2 * p[i] < span) return false;
-    want.push_back((x->shape[i + 2] + 2 * p[i] - span) / s[i] + 1);
+    const int64_t room = x->shape[i + 2] + 2 * p[i] - span;
+    int64_t o = (ceil ? (room + s[i] - 1) / s[i] : room / s[i]) + 1;
+    // PyTorch's rule: with ceil_mode the last window must start inside the
+    // input or its left padding
+    if (ceil && (o - 1) * s[i] >= x->shape[i + 2] + p[i]) --o;
+    want.push_back(o);
   }
   if (want != n.shape) return false;
   op.kind = is_max ? "maxpool" : "avgpool";
@@ -611,6 +618,7 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   op.pool_p = p;
   op.pool_d = dil;
   op.count_include_pad = AttrOr(attrs, "count_include_pad", true);
+  op.pool_ceil = ceil;
   int64_t outs = 1, vol = 1;
   for (auto v : n.shape) outs *= v;
   for (auto v : k) vol *= v;
@@ -1627,7 +1635,20 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
       k += "        acc = acc + v\n";
       if (!op.count_include_pad) k += "        cnt = cnt + m.to(tl.float32)\n";
     }
-    if (!is_max) k += op.count_include_pad ? "    acc = acc / " + PyFloat(static_cast<double>(vol)) + "\n" : "    acc = acc / cnt\n";
+    if (!is_max && op.count_include_pad && op.pool_ceil) {
+      // A window that runs past the padded input (ceil_mode) counts only its
+      // part inside it, padding included, as PyTorch does.
+      k += "    den = tl.full([BLOCK_M], 1.0, tl.float32)\n";
+      for (size_t i = 0; i < d; ++i) {
+        const std::string si = I(static_cast<int64_t>(i));
+        const std::string start = "(q" + si + " * " + I(op.pool_s[i]) + " - " + I(op.pool_p[i]) + ")";
+        k += "    den = den * (tl.minimum(" + start + " + " + I(op.pool_k[i]) + ", " +
+             I(op.in_shape[i + 2] + op.pool_p[i]) + ") - " + start + ").to(tl.float32)\n";
+      }
+      k += "    acc = acc / den\n";
+    } else if (!is_max) {
+      k += op.count_include_pad ? "    acc = acc / " + PyFloat(static_cast<double>(vol)) + "\n" : "    acc = acc / cnt\n";
+    }
     k += "    tl.store(out + o, acc, mask=omask)\n";
     kv["PARAMS"] = xparams + ", out, ";
     kv["KBODY"] = k;

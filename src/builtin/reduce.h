@@ -67,6 +67,7 @@ struct RedOp {
   // maxpool / avgpool over the trailing len(pool_k) dimensions of [N, C, ...]
   std::vector<int64_t> pool_k, pool_s, pool_p, pool_d;  // window, stride, padding, dilation (max only)
   bool count_include_pad = true;
+  bool pool_ceil = false;  // ceil_mode: a last window may run past the padded input
   // xent (F.cross_entropy with class indices over rows of x [B, C]): the
   // targets' node, the ignored index, and mean (else sum) over the rows kept
   std::string target;

@@ -1095,6 +1095,19 @@ TEST_F(BuiltinJudge, PoolsPass) {
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
+TEST_F(BuiltinJudge, PoolsWithCeilModePass) {
+  TaskRef t = Task("tests/corpus/builtin/pools_ceil.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int pools = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) pools += (op.kind == "maxpool" || op.kind == "avgpool") && op.pool_ceil;
+  EXPECT_EQ(pools, 6);  // every pool of the task, none left as a PyTorch call
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  // the average pool with padding counted divides its last windows by their part inside the padded input
+  EXPECT_NE(src.find("acc = acc / den"), std::string::npos) << src;
+  AllPlansPass("tests/corpus/builtin/pools_ceil.py", 1);
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
