@@ -628,6 +628,72 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
 }
 
 namespace {
+// A traced constant argument as a plain value: {"value": v} -> v, a tuple of
+// them -> an array, None -> null; false for anything else (a node).
+bool PlainArg(const json& a, json* out) {
+  if (a.is_object() && a.contains("value")) {
+    *out = a["value"];
+    return true;
+  }
+  if (a.is_object() && a.contains("tuple") && a["tuple"].is_array()) {
+    json arr = json::array();
+    for (const auto& e : a["tuple"]) {
+      json v;
+      if (!PlainArg(e, &v)) return false;
+      arr.push_back(v);
+    }
+    *out = arr;
+    return true;
+  }
+  if (a.is_object() && a.value("repr", "") == "None") {
+    *out = nullptr;
+    return true;
+  }
+  return false;
+}
+
+// F.max_poolNd / F.avg_poolNd (and torch.max_poolNd, torch._C._nn.avg_poolNd):
+// the call as the module it equals, {class, attrs} from its arguments, for
+// ClassifyPool; false when it is not one or an argument is not a constant.
+bool FunctionalPoolAsModule(const Node& n, Node* as_module) {
+  if (n.op != "call_function") return false;
+  const std::string& c = n.callable;
+  const size_t dot = c.rfind('.');
+  const std::string fn = dot == std::string::npos ? c : c.substr(dot + 1);
+  const std::string mod = dot == std::string::npos ? "" : c.substr(0, dot);
+  if (mod != "torch.nn.functional" && mod != "torch" && mod != "torch._C._nn") return false;
+  if (fn.size() != 10 || (fn.rfind("max_pool", 0) != 0 && fn.rfind("avg_pool", 0) != 0) || fn[8] < '1' || fn[8] > '3' ||
+      fn[9] != 'd') {
+    return false;
+  }
+  const bool is_max = fn[0] == 'm';
+  static const std::vector<std::string> kMax = {"input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                                                "return_indices"};
+  static const std::vector<std::string> kAvg = {"input", "kernel_size", "stride", "padding", "ceil_mode",
+                                                "count_include_pad", "divisor_override"};
+  const auto& names = is_max ? kMax : kAvg;
+  if (n.args.size() > names.size()) return false;
+  json attrs = json::object();
+  for (const auto& [k, v] : n.kwargs.items()) {
+    if (k != "input" && std::find(names.begin(), names.end(), k) == names.end()) return false;
+  }
+  for (size_t i = 1; i < names.size(); ++i) {
+    const json* a = n.Arg(i, names[i]);
+    if (!a) continue;
+    json v;
+    if (!PlainArg(*a, &v)) return false;
+    attrs[names[i]] = v;
+  }
+  const json* x = n.Arg(0, "input");
+  if (!x) return false;
+  *as_module = n;
+  as_module->op = "call_module";
+  as_module->args = json::array({*x});
+  as_module->kwargs = json::object();
+  as_module->module = json{{"class", std::string(is_max ? "MaxPool" : "AvgPool") + fn[8] + "d"}, {"attrs", attrs}};
+  return true;
+}
+
 // Every reduced dimension has size 1 (and there is one): the reduction is the
 // element itself, which MakeGeometry does not describe.
 bool OverSizeOne(const std::vector<int64_t>& shape, const std::vector<int>& dims) {
@@ -673,6 +739,7 @@ bool ClassifyReduction(const Graph& g, const Node& n, RedOp* out, bool* size_one
   if (n.op == "call_module" && (n.ModuleClass().find("Pool") != std::string::npos)) {
     return ClassifyPool(g, n, op, out);
   }
+  if (Node m; FunctionalPoolAsModule(n, &m)) return ClassifyPool(g, m, op, out);
   if (n.op == "call_module") {
     const std::string cls = n.ModuleClass();
     const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();

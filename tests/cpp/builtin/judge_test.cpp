@@ -1108,6 +1108,21 @@ TEST_F(BuiltinJudge, PoolsWithCeilModePass) {
   EXPECT_NE(src.find("acc = acc / den"), std::string::npos) << src;
   AllPlansPass("tests/corpus/builtin/pools_ceil.py", 1);
 }
+TEST_F(BuiltinJudge, FunctionalPoolsPass) {
+  TaskRef t = Task("tests/corpus/builtin/functional_pools.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int pools = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) pools += op.kind == "maxpool" || op.kind == "avgpool";
+  EXPECT_EQ(pools, 6);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("pool1d("), std::string::npos) << src;  // no pooling left as a PyTorch call
+  EXPECT_EQ(forward.find("pool2d("), std::string::npos) << src;
+  EXPECT_EQ(forward.find("pool3d("), std::string::npos) << src;
+  AllPlansPass("tests/corpus/builtin/functional_pools.py", 1);
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
