@@ -553,8 +553,57 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
 // nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d on a batched [N, C, ...] input:
 // any dilation (max pooling), ceil_mode either way, no indices, no divisor
 // override.
+// nn.AdaptiveMaxPool{1,2,3}d / nn.AdaptiveAvgPool{1,2,3}d on a batched
+// input, any output size (None keeps the input's), no indices. (Average
+// pooling to size 1 was already lowered to a mean by the graph.)
+bool ClassifyAdaptivePool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
+  const std::string cls = n.ModuleClass();
+  const bool is_max = cls.rfind("AdaptiveMaxPool", 0) == 0, is_avg = cls.rfind("AdaptiveAvgPool", 0) == 0;
+  if ((!is_max && !is_avg) || cls.size() != 17 || cls.back() != 'd' || cls[15] < '1' || cls[15] > '3') return false;
+  const size_t d = static_cast<size_t>(cls[15] - '0');
+  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  if (n.args.size() != 1 || !n.kwargs.empty() || AttrOr(attrs, "return_indices", false)) return false;
+  const Node* x = Input(g, n);
+  if (!x || x->shape.size() != d + 2 || n.shape.size() != d + 2 || !attrs.contains("output_size")) return false;
+  const json& os = attrs["output_size"];
+  std::vector<int64_t> want = {x->shape[0], x->shape[1]};
+  for (size_t i = 0; i < d; ++i) {
+    const json& e = os.is_array() ? (os.size() == d ? os[i] : json()) : os;
+    if (e.is_null() && os.is_array() && os.size() == d) {
+      want.push_back(x->shape[i + 2]);
+    } else if (e.is_number_integer() && e.get<int64_t>() >= 1) {
+      want.push_back(e.get<int64_t>());
+    } else {
+      return false;
+    }
+  }
+  if (want != n.shape) return false;
+  op.kind = is_max ? "maxpool" : "avgpool";
+  op.input = x->name;
+  op.in_shape = x->shape;
+  op.pool_adaptive = true;
+  op.pool_k.clear();
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t L = x->shape[i + 2], O = n.shape[i + 2];
+    int64_t kmax = 1;
+    for (int64_t q = 0; q < O; ++q) kmax = std::max(kmax, ((q + 1) * L + O - 1) / O - (q * L) / O);
+    op.pool_k.push_back(kmax);
+  }
+  op.pool_s.assign(d, 1);
+  op.pool_p.assign(d, 0);
+  op.pool_d.assign(d, 1);
+  op.count_include_pad = false;  // the divisor is the window's own size, computed in the kernel
+  int64_t outs = 1, vol = 1;
+  for (auto v : n.shape) outs *= v;
+  for (auto v : op.pool_k) vol *= v;
+  op.geo = Geometry{outs, vol, outs, 0, 0, vol, 0};
+  *out = op;
+  return true;
+}
+
 bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   const std::string cls = n.ModuleClass();
+  if (cls.rfind("Adaptive", 0) == 0) return ClassifyAdaptivePool(g, n, op, out);
   const bool is_max = cls.rfind("MaxPool", 0) == 0, is_avg = cls.rfind("AvgPool", 0) == 0;
   if ((!is_max && !is_avg) || cls.size() != 9 || cls.back() != 'd' || cls[7] < '1' || cls[7] > '3') return false;
   const size_t d = static_cast<size_t>(cls[7] - '0');
@@ -662,6 +711,31 @@ bool FunctionalPoolAsModule(const Node& n, Node* as_module) {
   const std::string fn = dot == std::string::npos ? c : c.substr(dot + 1);
   const std::string mod = dot == std::string::npos ? "" : c.substr(0, dot);
   if (mod != "torch.nn.functional" && mod != "torch" && mod != "torch._C._nn") return false;
+  if (fn.size() == 19 && (fn.rfind("adaptive_max_pool", 0) == 0 || fn.rfind("adaptive_avg_pool", 0) == 0) &&
+      fn[17] >= '1' && fn[17] <= '3' && fn[18] == 'd') {
+    const bool amax = fn[9] == 'm';
+    static const std::vector<std::string> kNames = {"input", "output_size", "return_indices"};
+    if (n.args.size() > (amax ? 3u : 2u)) return false;
+    json attrs = json::object();
+    for (const auto& [k, v] : n.kwargs.items()) {
+      if (k != "input" && k != "output_size" && !(amax && k == "return_indices")) return false;
+    }
+    for (size_t i = 1; i < (amax ? 3u : 2u); ++i) {
+      const json* a = n.Arg(i, kNames[i]);
+      if (!a) continue;
+      json v;
+      if (!PlainArg(*a, &v)) return false;
+      attrs[kNames[i]] = v;
+    }
+    const json* x = n.Arg(0, "input");
+    if (!x) return false;
+    *as_module = n;
+    as_module->op = "call_module";
+    as_module->args = json::array({*x});
+    as_module->kwargs = json::object();
+    as_module->module = json{{"class", std::string(amax ? "AdaptiveMaxPool" : "AdaptiveAvgPool") + fn[17] + "d"}, {"attrs", attrs}};
+    return true;
+  }
   if (fn.size() != 10 || (fn.rfind("max_pool", 0) != 0 && fn.rfind("avg_pool", 0) != 0) || fn[8] < '1' || fn[8] > '3' ||
       fn[9] != 'd') {
     return false;
@@ -1661,7 +1735,9 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
     const bool is_max = op.kind == "maxpool";
     std::vector<int64_t> dil = op.pool_d;
     dil.resize(d, 1);
-    std::string k = "    # " + op.kind + " kernel " + PyShape(op.pool_k) + " stride " + PyShape(op.pool_s) + " padding " +
+    std::string k = op.pool_adaptive ? "    # adaptive " + op.kind + " (widest window " + PyShape(op.pool_k) + "): " +
+                                           PyShape(op.in_shape) + " -> " + PyShape(op.out_shape) + "\n"
+                                     : "    # " + op.kind + " kernel " + PyShape(op.pool_k) + " stride " + PyShape(op.pool_s) + " padding " +
                     PyShape(op.pool_p) + " dilation " + PyShape(dil) + ": " + PyShape(op.in_shape) + " -> " +
                     PyShape(op.out_shape) + "\n";
     k += "    o = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))" + std::string(wide ? ".to(tl.int64)" : "") + "\n";
@@ -1687,6 +1763,14 @@ def _ax_red{K}_merge(part, out, NP: tl.constexpr, MB: tl.constexpr):
       kdiv /= op.pool_k[i];
       stride_in /= op.in_shape[i + 2];
       k += "        w" + si + " = (kk // " + I(kdiv) + ") % " + I(op.pool_k[i]) + "\n";
+      if (op.pool_adaptive) {
+        // the window of output q: [q * L // O, ceil((q + 1) * L / O))
+        const std::string L = I(op.in_shape[i + 2]), O = I(op.out_shape[i + 2]);
+        k += "        i" + si + " = (q" + si + " * " + L + ") // " + O + " + w" + si + "\n";
+        inside += " & (i" + si + " < ((q" + si + " + 1) * " + L + " + " + I(op.out_shape[i + 2] - 1) + ") // " + O + ")";
+        offs += " + i" + si + (stride_in == 1 ? "" : " * " + I(stride_in));
+        continue;
+      }
       k += "        i" + si + " = q" + si + " * " + I(op.pool_s[i]) + " - " + I(op.pool_p[i]) + " + w" + si +
            (dil[i] == 1 ? "" : " * " + I(dil[i])) + "\n";
       inside += " & (i" + si + " >= 0) & (i" + si + " < " + I(op.in_shape[i + 2]) + ")";

@@ -68,6 +68,9 @@ struct RedOp {
   std::vector<int64_t> pool_k, pool_s, pool_p, pool_d;  // window, stride, padding, dilation (max only)
   bool count_include_pad = true;
   bool pool_ceil = false;  // ceil_mode: a last window may run past the padded input
+  // adaptive pooling: output i of a dimension of size L pools [i*L/O, ceil((i+1)*L/O)),
+  // pool_k then holds the widest window per dimension
+  bool pool_adaptive = false;
   // xent (F.cross_entropy with class indices over rows of x [B, C]): the
   // targets' node, the ignored index, and mean (else sum) over the rows kept
   std::string target;

@@ -1123,6 +1123,23 @@ TEST_F(BuiltinJudge, FunctionalPoolsPass) {
   EXPECT_EQ(forward.find("pool3d("), std::string::npos) << src;
   AllPlansPass("tests/corpus/builtin/functional_pools.py", 1);
 }
+TEST_F(BuiltinJudge, AdaptivePoolsPass) {
+  TaskRef t = Task("tests/corpus/builtin/adaptive_pools.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  int pools = 0;
+  for (const auto& [i, op] : FormReductions(g, Plan())) pools += op.pool_adaptive;
+  EXPECT_EQ(pools, 7);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, Plan(), &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  // no pooling left as a PyTorch call
+  for (const char* call : {"self.am2(", "self.aa2(", "self.am1(", "self.aa3(", "self.am3(", "adaptive_avg_pool2d(",
+                           "adaptive_avg_pool1d("}) {
+    EXPECT_EQ(forward.find(call), std::string::npos) << call << "\n" << src;
+  }
+  AllPlansPass("tests/corpus/builtin/adaptive_pools.py", 1);
+}
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
