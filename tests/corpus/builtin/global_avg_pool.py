@@ -1,5 +1,5 @@
 # Builtin compiler corpus: adaptive average pooling to size 1 (modules and functions, 1-3 d)
-# lowered to means over the pooled dimensions; other output sizes stay PyTorch calls.
+# lowered to means over the pooled dimensions; other output sizes are adaptive pooling kernels.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -18,8 +18,8 @@ class Model(nn.Module):
         b = F.adaptive_avg_pool2d(x * 2.0, (1, 1)).view(x.size(0), -1)
         c = F.adaptive_avg_pool1d(x.flatten(2), 1)                  # [B, C, 1]
         d = self.pool3(v)                                           # [B, C, 1, 1, 1]
-        e = self.keep(x)                                            # stays PyTorch
-        f = self.tall(x)                                            # stays PyTorch
+        e = self.keep(x)                                            # adaptive pooling, not a mean
+        f = self.tall(x)                                            # adaptive pooling, not a mean
         return a + b[:, :, None, None] + c.unsqueeze(-1), d, e, f
 
 
