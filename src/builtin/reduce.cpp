@@ -711,52 +711,38 @@ bool FunctionalPoolAsModule(const Node& n, Node* as_module) {
   const std::string fn = dot == std::string::npos ? c : c.substr(dot + 1);
   const std::string mod = dot == std::string::npos ? "" : c.substr(0, dot);
   if (mod != "torch.nn.functional" && mod != "torch" && mod != "torch._C._nn") return false;
-  if (fn.size() == 19 && (fn.rfind("adaptive_max_pool", 0) == 0 || fn.rfind("adaptive_avg_pool", 0) == 0) &&
-      fn[17] >= '1' && fn[17] <= '3' && fn[18] == 'd') {
-    const bool amax = fn[9] == 'm';
-    static const std::vector<std::string> kNames = {"input", "output_size", "return_indices"};
-    if (n.args.size() > (amax ? 3u : 2u)) return false;
-    json attrs = json::object();
-    for (const auto& [k, v] : n.kwargs.items()) {
-      if (k != "input" && k != "output_size" && !(amax && k == "return_indices")) return false;
-    }
-    for (size_t i = 1; i < (amax ? 3u : 2u); ++i) {
-      const json* a = n.Arg(i, kNames[i]);
-      if (!a) continue;
-      json v;
-      if (!PlainArg(*a, &v)) return false;
-      attrs[kNames[i]] = v;
-    }
-    const json* x = n.Arg(0, "input");
-    if (!x) return false;
-    *as_module = n;
-    as_module->op = "call_module";
-    as_module->args = json::array({*x});
-    as_module->kwargs = json::object();
-    as_module->module = json{{"class", std::string(amax ? "AdaptiveMaxPool" : "AdaptiveAvgPool") + fn[17] + "d"}, {"attrs", attrs}};
-    return true;
-  }
-  if (fn.size() != 10 || (fn.rfind("max_pool", 0) != 0 && fn.rfind("avg_pool", 0) != 0) || fn[8] < '1' || fn[8] > '3' ||
-      fn[9] != 'd') {
-    return false;
-  }
-  const bool is_max = fn[0] == 'm';
+  // the function's parameters in order (input first) and the module class
   static const std::vector<std::string> kMax = {"input", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
                                                 "return_indices"};
   static const std::vector<std::string> kAvg = {"input", "kernel_size", "stride", "padding", "ceil_mode",
                                                 "count_include_pad", "divisor_override"};
-  const auto& names = is_max ? kMax : kAvg;
-  if (n.args.size() > names.size()) return false;
-  json attrs = json::object();
-  for (const auto& [k, v] : n.kwargs.items()) {
-    if (k != "input" && std::find(names.begin(), names.end(), k) == names.end()) return false;
+  static const std::vector<std::string> kAdaMax = {"input", "output_size", "return_indices"};
+  static const std::vector<std::string> kAdaAvg = {"input", "output_size"};
+  const std::vector<std::string>* names = nullptr;
+  std::string cls;
+  auto dims = [&](size_t at) { return fn.size() == at + 2 && fn[at] >= '1' && fn[at] <= '3' && fn[at + 1] == 'd'; };
+  if (fn.rfind("max_pool", 0) == 0 && dims(8)) {
+    names = &kMax, cls = std::string("MaxPool") + fn[8] + "d";
+  } else if (fn.rfind("avg_pool", 0) == 0 && dims(8)) {
+    names = &kAvg, cls = std::string("AvgPool") + fn[8] + "d";
+  } else if (fn.rfind("adaptive_max_pool", 0) == 0 && dims(17)) {
+    names = &kAdaMax, cls = std::string("AdaptiveMaxPool") + fn[17] + "d";
+  } else if (fn.rfind("adaptive_avg_pool", 0) == 0 && dims(17)) {
+    names = &kAdaAvg, cls = std::string("AdaptiveAvgPool") + fn[17] + "d";
+  } else {
+    return false;
   }
-  for (size_t i = 1; i < names.size(); ++i) {
-    const json* a = n.Arg(i, names[i]);
+  if (n.args.size() > names->size()) return false;
+  for (const auto& [k, v] : n.kwargs.items()) {
+    if (std::find(names->begin(), names->end(), k) == names->end()) return false;
+  }
+  json attrs = json::object();
+  for (size_t i = 1; i < names->size(); ++i) {
+    const json* a = n.Arg(i, (*names)[i]);
     if (!a) continue;
     json v;
     if (!PlainArg(*a, &v)) return false;
-    attrs[names[i]] = v;
+    attrs[(*names)[i]] = v;
   }
   const json* x = n.Arg(0, "input");
   if (!x) return false;
@@ -764,7 +750,7 @@ bool FunctionalPoolAsModule(const Node& n, Node* as_module) {
   as_module->op = "call_module";
   as_module->args = json::array({*x});
   as_module->kwargs = json::object();
-  as_module->module = json{{"class", std::string(is_max ? "MaxPool" : "AvgPool") + fn[8] + "d"}, {"attrs", attrs}};
+  as_module->module = json{{"class", cls}, {"attrs", attrs}};
   return true;
 }
 
