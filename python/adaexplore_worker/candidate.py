@@ -90,7 +90,8 @@ class CandidateRole:
         if cls is None:
             return self._fail("compile_error", "the candidate defines no class ModelNew")
         try:
-            self.model = common.build_model(cls, common.init_inputs(self.task), req["init_seed"], self.device)
+            self.model = common.build_model(cls, common.init_inputs(self.task), req["init_seed"], self.device,
+                                            self.task)
         except Exception as exc:
             status, text = classify(exc, "init")
             return self._fail(status, text)

@@ -64,11 +64,53 @@ def init_inputs(task_module):
     return list(task_module.get_init_inputs())
 
 
-def build_model(cls, init_args, init_seed, device):
+def has_lazy_parameters(model):
+    """Whether the module holds parameters or buffers that its first forward creates
+    (nn.LazyLinear, nn.LazyConv2d, ...)."""
+    from torch.nn.parameter import is_lazy
+    return any(is_lazy(t) for t in list(model.parameters()) + list(model.buffers()))
+
+
+def materialize(model, task_module, seed, device, forward=None):
+    """Gives a model's lazy parameters their shapes and values before anything else runs it.
+
+    Lazy modules draw their initial values from the global generator at their first forward.
+    The reference and the candidate are called at different points of the protocol, so without
+    this they would draw different weights. Both are materialised here the same way: one
+    forward, in evaluation mode (no running statistics move, no dropout draws) and without
+    gradients, on the task's inputs made with `seed`, with the generators seeded to `seed`
+    again just before the call. `forward` (default: the model's own) lets a candidate that
+    subclasses the task's Model be materialised by the task's own forward, so the lazy modules
+    are created in the same order whatever the candidate's forward does first.
+    """
+    if task_module is None or not isinstance(model, torch.nn.Module) or not has_lazy_parameters(model):
+        return
+    inputs = make_inputs(task_module, seed, device)
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        seed_all(seed)
+        with torch.no_grad():
+            (forward or model)(*inputs)
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    if has_lazy_parameters(model):
+        raise RuntimeError("the model still has uninitialised lazy parameters after one forward")
+
+
+def build_model(cls, init_args, init_seed, device, task_module=None):
+    """cls(*init_args) under init_seed, on device; with task_module, lazy parameters are
+    materialised at once (materialize)."""
     seed_all(init_seed)
     model = cls(*init_args)
     if isinstance(model, torch.nn.Module):
         model = model.to(device)
+        # A candidate that subclasses the task's Model (or its own copy of it, as the
+        # builtin proposer writes) is materialised by that Model's forward.
+        base = next((c for c in type(model).__mro__[1:] if c.__name__ == "Model" and "forward" in c.__dict__), None)
+        forward = (lambda *xs: base.forward(model, *xs)) if base is not None else None
+        materialize(model, task_module, init_seed, device, forward)
     return model
 
 

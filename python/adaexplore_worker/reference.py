@@ -79,7 +79,7 @@ class ReferenceRole:
             if not hasattr(module, fn):
                 return {"ok": False, "error": "task defines no %s" % fn}
         try:
-            model = common.build_model(module.Model, common.init_inputs(module), req["init_seed"], device)
+            model = common.build_model(module.Model, common.init_inputs(module), req["init_seed"], device, module)
         except Exception as exc:
             return {"ok": False, "error": "Model(*get_init_inputs()) failed: " + _one_line(exc)}
         task = _Task(module, model, device)
