@@ -170,8 +170,16 @@ class CandidateRole:
                 timed = False
         spans, busy = [], []
         names, out = set(), None
+        # Every call starts from the generators' state after the inputs were made, as the
+        # reference's call did: a task that draws random numbers in its forward (dropout in
+        # training mode) then gets the same draws in the compared (last) call.
+        cuda = self.device.startswith("cuda")
+        rng = torch.get_rng_state(), (torch.cuda.get_rng_state_all() if cuda else None)
         for _ in range(calls):
             out = None  # the previous call's output is not kept alive across the next one
+            torch.set_rng_state(rng[0])
+            if cuda:
+                torch.cuda.set_rng_state_all(rng[1])
             if flush is not None:
                 flush.zero_()
             common.sync(self.device)
