@@ -550,9 +550,6 @@ bool MakeGeometry(const std::vector<int64_t>& shape, const std::vector<int>& red
   return false;
 }
 
-// nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d on a batched [N, C, ...] input:
-// any dilation (max pooling), ceil_mode either way, no indices, no divisor
-// override.
 // nn.AdaptiveMaxPool{1,2,3}d / nn.AdaptiveAvgPool{1,2,3}d on a batched
 // input, any output size (None keeps the input's), no indices. (Average
 // pooling to size 1 was already lowered to a mean by the graph.)
@@ -601,6 +598,9 @@ bool ClassifyAdaptivePool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   return true;
 }
 
+// nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d on a batched [N, C, ...] input:
+// any dilation (max pooling), ceil_mode either way, no indices, no divisor
+// override; the adaptive ones above.
 bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
   const std::string cls = n.ModuleClass();
   if (cls.rfind("Adaptive", 0) == 0) return ClassifyAdaptivePool(g, n, op, out);
@@ -677,16 +677,17 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
 }
 
 namespace {
-// A traced constant argument as a plain value: {"value": v} -> v, a tuple of
-// them -> an array, None -> null; false for anything else (a node).
+// A traced constant argument as a plain value: {"value": v} -> v, a tuple or
+// list of them -> an array, None -> null; false for anything else (a node).
 bool PlainArg(const json& a, json* out) {
   if (a.is_object() && a.contains("value")) {
     *out = a["value"];
     return true;
   }
-  if (a.is_object() && a.contains("tuple") && a["tuple"].is_array()) {
+  const char* seq = a.is_object() && a.contains("tuple") ? "tuple" : a.is_object() && a.contains("list") ? "list" : nullptr;
+  if (seq && a[seq].is_array()) {
     json arr = json::array();
-    for (const auto& e : a["tuple"]) {
+    for (const auto& e : a[seq]) {
       json v;
       if (!PlainArg(e, &v)) return false;
       arr.push_back(v);

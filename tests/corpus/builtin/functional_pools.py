@@ -16,7 +16,7 @@ class Model(nn.Module):
         b = F.avg_pool2d(x, kernel_size=(2, 3), stride=1, padding=(1, 1), ceil_mode=True, count_include_pad=False)
         c = F.max_pool1d(x.flatten(2), kernel_size=4, dilation=2)
         d = torch.max_pool2d(x, 2) * self.scale
-        e = F.avg_pool3d(x.unsqueeze(1), 2, stride=(1, 2, 2))
+        e = F.avg_pool3d(x.unsqueeze(1), 2, stride=[1, 2, 2])  # a list argument
         f = F.avg_pool1d(x.flatten(2), 3, ceil_mode=True)
         return a, b, c, d, e, f
 
