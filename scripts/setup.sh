@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev
-      libgtest-dev libcurl4-openssl-dev libcpp-httplib-dev procps chromium)
+      libgtest-dev libcurl4-openssl-dev libcpp-httplib-dev libhiredis-dev redis-server procps chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -33,6 +33,8 @@
 #include "cli/memory_cmd.h"
 #include "cli/report_cmd.h"
 #include "cli/synth_cmd.h"
+#include "cli/judge_flags.h"
+#include "cli/worker_cmd.h"
 
 namespace {
 
@@ -61,113 +63,23 @@ extern "C" void OnInterrupt(int sig) {
 
 bool Interrupted() { return g_interrupts.load() > 0; }
 
-std::string DefaultDevice() {
-  std::error_code ec;
-  if (std::filesystem::exists("/dev/nvidia0", ec)) return "cuda:0";
-  return "cpu";
+using ax::cli::CommonFlags;
+using ax::cli::Fail;
+using ax::cli::JudgeFlags;
+
+// Checks the flags into options; prints why and returns false on bad usage.
+bool CheckOptions(CommonFlags* c, const JudgeFlags& f, ax::JudgeOptions* o) {
+  ax::Status s = ax::cli::ToOptions(c, f, o);
+  if (!s.ok()) Fail(s.message());
+  return s.ok();
 }
 
-bool ValidDevice(const std::string& d) {
-  if (d == "cpu" || d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
-  for (size_t i = 5; i < d.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(d[i]))) return false;
-  }
-  return true;
-}
-
-struct CommonFlags {
-  std::string device;
-  std::string python;
-  std::string cache_dir;
-  bool no_cache = false;
-  long long max_memory_mb = 0;
-};
-
-void AddCommon(CLI::App* cmd, CommonFlags* f) {
-  cmd->add_option("--device", f->device, "cpu, cuda or cuda:N (default: the first GPU if there is one, else cpu)");
-  cmd->add_option("--python", f->python, "Python interpreter with torch and triton (default: ADAEXPLORE_PYTHON or the project's .venv)");
-  cmd->add_option("--cache-dir", f->cache_dir, "verdict, baseline and build caches (default: ~/.cache/adaexplore)");
-  cmd->add_flag("--no-cache", f->no_cache, "neither read nor write cached verdicts and baselines");
-  cmd->add_option("--max-memory-mb", f->max_memory_mb, "host memory limit per worker process (default: half the RAM)");
-}
-
-ax::PoolConfig PoolFor(const CommonFlags& f, const std::string& device, int workers, int max_spawns) {
-  ax::PoolConfig cfg = ax::DefaultPoolConfig();
-  if (!f.python.empty()) cfg.python = f.python;
-  if (!f.cache_dir.empty()) cfg.cache_dir = std::filesystem::absolute(f.cache_dir).string();
-  cfg.devices = {device};
-  cfg.workers_per_device = workers;
-  cfg.max_spawns = max_spawns;
-  if (f.max_memory_mb > 0) cfg.limits.max_memory_bytes = f.max_memory_mb << 20;
-  return cfg;
-}
-
-void Fail(const std::string& msg) { std::fprintf(stderr, "adaexplore: %s\n", msg.c_str()); }
-
-// Flags that set the judging protocol, shared by eval and batch.
-struct JudgeFlags {
-  std::string tolerance = "strict", baselines;
-  int trials = 5, iters = -1, warmup = -1;
-  bool no_time = false;
-  double compile_timeout = 600, run_timeout = 300;
-  long long seed = -1;
-};
-
-void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f, const char* seed_flag = "--seed") {
-  cmd->add_option("--tolerance", f->tolerance, "strict (default), kernelbench-v0.1 or adaexplore");
-  cmd->add_option("--trials", f->trials, "correctness trials on fresh inputs (default 5)");
-  cmd->add_option("--iters", f->iters, "timed calls (default 50 on GPU, 5 on CPU)");
-  cmd->add_option("--warmup", f->warmup, "untimed warm-up calls (default 10 on GPU, 2 on CPU)");
-  cmd->add_option("--baselines", f->baselines, "comma list of eager,compile or none (default: eager,compile on GPU, eager on CPU)");
-  cmd->add_flag("--no-time", f->no_time, "check correctness only");
-  cmd->add_option(seed_flag, f->seed, "fix the judge's input seeds (reproducible); random by default");
-  cmd->add_option("--compile-timeout", f->compile_timeout, "seconds for import, build and first call (default 600)");
-  cmd->add_option("--run-timeout", f->run_timeout, "seconds for one trial or the timing phase (default 300)");
-}
-
-// Checks the common and judge flags; fills the options. Returns false (after
-// printing why) on bad usage.
-bool ToOptions(CommonFlags* c, const JudgeFlags& f, ax::JudgeOptions* o) {
-  if (c->device.empty()) c->device = DefaultDevice();
-  if (c->device == "cuda") c->device = "cuda:0";
-  if (!ValidDevice(c->device)) {
-    Fail("bad --device '" + c->device + "' (cpu, cuda or cuda:N)");
-    return false;
-  }
-  ax::Tolerance tol;
-  if (ax::Status s = ax::LookupTolerance(f.tolerance, &tol); !s.ok()) {
-    Fail(s.message());
-    return false;
-  }
-  if (f.trials < 1 || (f.iters != -1 && f.iters < 1)) {
-    Fail("--trials and --iters must be at least 1");
-    return false;
-  }
-  o->device = c->device;
-  o->tolerance = f.tolerance;
-  o->trials = f.trials;
-  o->iters = f.iters;
-  o->warmup = f.warmup;
-  o->time = !f.no_time;
-  o->compile_timeout_s = f.compile_timeout;
-  o->run_timeout_s = f.run_timeout;
-  o->use_cache = !c->no_cache;
-  if (f.seed >= 0) o->seed = static_cast<unsigned long long>(f.seed);
-  if (f.baselines == "none") {
-    o->baselines = {"none"};
-  } else if (!f.baselines.empty()) {
-    std::stringstream ss(f.baselines);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (item != "eager" && item != "compile") {
-        Fail("bad --baselines item '" + item + "' (eager, compile or none)");
-        return false;
-      }
-      o->baselines.push_back(item);
-    }
-  }
-  return true;
+// The judge the flags name; prints why and returns null when it cannot start.
+std::unique_ptr<ax::Judge> MakeJudgeOrFail(const CommonFlags& c, int workers, int max_spawns) {
+  std::unique_ptr<ax::Judge> j;
+  ax::Status s = ax::cli::MakeJudge(c, workers, max_spawns, &j);
+  if (!s.ok()) Fail(s.message());
+  return j;
 }
 
 // One task spec that must name exactly one task.
@@ -189,7 +101,7 @@ bool OneTask(const std::string& spec, ax::TaskRef* out) {
 // lines on stdout, throughput on stderr.
 int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, int jobs) {
   ax::JudgeOptions o;
-  if (!ToOptions(&c, f, &o)) return kExitBadInput;
+  if (!CheckOptions(&c, f, &o)) return kExitBadInput;
   auto text = ax::ReadFile(manifest);
   if (!text) {
     Fail("cannot read manifest: " + manifest);
@@ -236,7 +148,8 @@ int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, i
     r.options = o;
     reqs.push_back(std::move(r));
   }
-  auto pool = ax::MakeJudgePool(PoolFor(c, c.device, std::max(1, jobs), -1));
+  auto pool = MakeJudgeOrFail(c, std::max(1, jobs), -1);
+  if (!pool) return kExitEnvironment;
   // Task checks first (a broken task stops the batch before any candidate
   // runs); baselines are measured inside the pool as candidates need them,
   // overlapped with other candidates' work, so the candidates' wall time
@@ -274,7 +187,7 @@ int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, i
   std::string h;
   for (auto& [k, n] : hist) h += (h.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::fprintf(stderr, "batch: %zu candidates in %.1f s (%.1f per minute, baselines included) on %s; task checks %.1f s; %s%s\n",
-               reqs.size(), wall, wall > 0 ? 60.0 * reqs.size() / wall : 0.0, c.device.c_str(), t_tasks, h.c_str(),
+               reqs.size(), wall, wall > 0 ? 60.0 * reqs.size() / wall : 0.0, ax::cli::JudgeWhere(c).c_str(), t_tasks, h.c_str(),
                failures ? (", judge errors " + std::to_string(failures)).c_str() : "");
   return 0;
 }
@@ -342,7 +255,7 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
               bool bench, bool adapt = false) {
   namespace fs = std::filesystem;
   ax::JudgeOptions jo;
-  if (!ToOptions(&c, jf, &jo)) return kExitBadInput;
+  if (!CheckOptions(&c, jf, &jo)) return kExitBadInput;
   if (sf.method != "mcts" && sf.method != "ir" && sf.method != "bon") {
     Fail("bad --search '" + sf.method + "' (mcts, ir or bon)");
     return kExitBadInput;
@@ -406,7 +319,7 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
     }
   }
   nlohmann::json config = {{"proposer", sf.proposer}, {"steps", sf.steps}, {"search", sf.method},
-                           {"seed", seed},           {"device", jo.device}, {"tolerance", jo.tolerance},
+                           {"seed", seed},           {"device", ax::cli::JudgeWhere(c)}, {"tolerance", jo.tolerance},
                            {"backend", sf.backend},  {"memory", sf.memory}, {"params", sf.params.ToJson()},
                            {"tasks", nlohmann::json::array()}};
   for (const auto& t : tasks) config["tasks"].push_back({{"name", t.name}, {"path", t.path}, {"hash", t.hash}});
@@ -470,7 +383,8 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
   std::atomic<int> rules_new{0}, rules_repeat{0};
   std::mutex save_mu;
   std::string save_error;
-  auto pool = ax::MakeJudgePool(PoolFor(c, c.device, std::max(1, sf.jobs), -1));
+  auto pool = MakeJudgeOrFail(c, std::max(1, sf.jobs), -1);
+  if (!pool) return kExitEnvironment;
   ax::search::SearchConfig scfg;
   scfg.method = sf.method;
   scfg.steps = sf.steps;
@@ -562,7 +476,9 @@ int RunSearch(const std::vector<ax::TaskRef>& tasks, CommonFlags& c, const Judge
     }
   };
   std::vector<std::thread> threads;
-  int n = bench ? std::max(1, sf.jobs) : 1;
+  // --jobs is per device: every device of the pool (or of the workers
+  // serving the broker's stream) gets that many tasks.
+  int n = bench ? std::max(1, sf.jobs) * std::max(1, pool->Devices()) : 1;
   for (int k = 0; k < n; ++k) threads.emplace_back(worker);
   for (auto& th : threads) th.join();
   nlohmann::json summary = nlohmann::json::array();
@@ -640,8 +556,8 @@ int main(int argc, char** argv) {
   bool as_json = false;
   eval->add_option("TASK", task_spec, "task file, KernelBench levelN/ID, or kernelbench:ROOT:LEVEL:ID")->required();
   eval->add_option("CANDIDATE", cand_path, "candidate file defining ModelNew")->required();
-  AddCommon(eval, &ef);
-  AddJudgeFlags(eval, &ej);
+  ax::cli::AddCommon(eval, &ef);
+  ax::cli::AddJudgeFlags(eval, &ej);
   eval->add_flag("--json", as_json, "print one JSON object (the last line)");
 
   // ---- batch ----
@@ -652,8 +568,8 @@ int main(int argc, char** argv) {
   int jobs = 2;
   batch->add_option("MANIFEST", manifest, "JSON lines: {\"task\": SPEC, \"candidate\": FILE} (paths relative to the manifest)")
       ->required();
-  AddCommon(batch, &bf);
-  AddJudgeFlags(batch, &bj);
+  ax::cli::AddCommon(batch, &bf);
+  ax::cli::AddJudgeFlags(batch, &bj);
   batch->add_option("--jobs", jobs, "candidates in flight per device (default 2)");
 
   // ---- optimize ----
@@ -663,8 +579,8 @@ int main(int argc, char** argv) {
   SearchFlags os;
   std::string opt_task;
   optimize->add_option("TASK", opt_task, "task file, KernelBench levelN/ID, or kernelbench:ROOT:LEVEL:ID")->required();
-  AddCommon(optimize, &of);
-  AddJudgeFlags(optimize, &oj, "--judge-seed");
+  ax::cli::AddCommon(optimize, &of);
+  ax::cli::AddJudgeFlags(optimize, &oj, "--judge-seed");
   AddSearchFlags(optimize, &os);
   optimize->add_option("--out", os.out, "run folder (default runs/TASK-TIMESTAMP): best.py, run.sqlite, summary.json");
 
@@ -675,8 +591,8 @@ int main(int argc, char** argv) {
   SearchFlags bns;
   std::string bench_spec;
   benchc->add_option("TASKS", bench_spec, "task folder, file, levelN/ID or kernelbench:ROOT:LEVEL:ID")->required();
-  AddCommon(benchc, &bnf);
-  AddJudgeFlags(benchc, &bnj, "--judge-seed");
+  ax::cli::AddCommon(benchc, &bnf);
+  ax::cli::AddJudgeFlags(benchc, &bnj, "--judge-seed");
   AddSearchFlags(benchc, &bns);
   benchc->add_option("--out", bns.out, "run folder: one sub-folder per task, run.sqlite, summary.json")->required();
   benchc->add_option("--jobs", bns.jobs, "tasks searched in parallel (default 1)");
@@ -688,8 +604,8 @@ int main(int argc, char** argv) {
   SearchFlags ads;
   std::string adapt_tasks;
   adaptc->add_option("--tasks", adapt_tasks, "task folder (e.g. from adaexplore synth)")->required();
-  AddCommon(adaptc, &adf);
-  AddJudgeFlags(adaptc, &adj, "--judge-seed");
+  ax::cli::AddCommon(adaptc, &adf);
+  ax::cli::AddJudgeFlags(adaptc, &adj, "--judge-seed");
   AddSearchFlags(adaptc, &ads);
   adaptc->get_option("--memory")->required()->description("the memory to learn into (.txt: rule||score, .json: with examples); created if missing");
   adaptc->add_option("--out", ads.out, "run folder (default runs/adapt-TIMESTAMP)");
@@ -701,7 +617,7 @@ int main(int argc, char** argv) {
   std::string tasks_spec, tasks_tol = "strict";
   bool tasks_json = false;
   tasks->add_option("SPEC", tasks_spec, "task file, folder, levelN/ID or kernelbench:ROOT:LEVEL:ID")->required();
-  AddCommon(tasks, &tf);
+  ax::cli::AddCommon(tasks, &tf);
   tasks->add_option("--tolerance", tasks_tol, "tolerance used for the all-zero degeneracy check");
   tasks->add_flag("--json", tasks_json, "one JSON object per task");
 
@@ -714,6 +630,10 @@ int main(int argc, char** argv) {
   ax::cli::SynthFlags synth_flags;
   CLI::App* synth_cmd = nullptr;
   ax::cli::RegisterSynthCommand(app, &synth_flags, &synth_cmd);
+  ax::cli::WorkerFlags worker_flags;
+  CLI::App* worker_cmd = nullptr;
+  CLI::App* status_cmd = nullptr;
+  ax::cli::RegisterWorkerCommands(app, &worker_flags, &worker_cmd, &status_cmd);
 
   try {
     app.parse(argc, argv);
@@ -725,10 +645,12 @@ int main(int argc, char** argv) {
   if (*report_cmd) return ax::cli::RunReportCommand(report_flags);
   if (*memory_cmd) return ax::cli::RunMemoryCommand(memory_flags);
   if (*synth_cmd) return ax::cli::RunSynthCommand(synth_flags);
+  if (*worker_cmd) return ax::cli::RunWorkerCommand(worker_flags);
+  if (*status_cmd) return ax::cli::RunJudgeStatusCommand(worker_flags);
 
   if (*eval) {
     ax::EvalRequest req;
-    if (!ToOptions(&ef, ej, &req.options)) return kExitBadInput;
+    if (!CheckOptions(&ef, ej, &req.options)) return kExitBadInput;
     if (!OneTask(task_spec, &req.task)) return kExitBadInput;
     auto source = ax::ReadFile(cand_path);
     if (!source) {
@@ -737,7 +659,8 @@ int main(int argc, char** argv) {
     }
     req.candidate_path = std::filesystem::absolute(cand_path).string();
     req.candidate_source = *source;
-    auto pool = ax::MakeJudgePool(PoolFor(ef, ef.device, 1, 1));
+    auto pool = MakeJudgeOrFail(ef, 1, 1);
+    if (!pool) return kExitEnvironment;
     ax::EvalResult r = pool->Evaluate(req);
     if (!r.status.ok()) {
       Fail(r.status.message());
@@ -786,13 +709,14 @@ int main(int argc, char** argv) {
     ax::JudgeOptions o;
     JudgeFlags tj;
     tj.tolerance = tasks_tol;
-    if (!ToOptions(&tf, tj, &o)) return kExitBadInput;
+    if (!CheckOptions(&tf, tj, &o)) return kExitBadInput;
     std::vector<ax::TaskRef> found;
     if (ax::Status s = ax::ResolveTasks(tasks_spec, &found); !s.ok()) {
       Fail(s.message());
       return kExitBadInput;
     }
-    auto pool = ax::MakeJudgePool(PoolFor(tf, tf.device, 1, 0));
+    auto pool = MakeJudgeOrFail(tf, 1, 0);
+    if (!pool) return kExitEnvironment;
     int invalid = 0;
     for (const auto& t : found) {
       ax::TaskInfo info;

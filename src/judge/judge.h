@@ -5,8 +5,11 @@
 // per device, one trusted reference worker and a set of warm candidate
 // workers (imports done, no CUDA context yet); compilation of one candidate
 // overlaps the trials and timing of another, while trials and timing hold the
-// device exclusively. Verdicts and baselines are cached in SQLite. A remote
-// pool can implement the same interface.
+// device exclusively. Verdicts and baselines are cached in SQLite. Several
+// devices (`--device cuda:0,cuda:1`, `all`) share one pool: a request that
+// names one is judged there, one that names "cuda" or "any" goes to the
+// least-loaded device with room. RemoteJudge (broker/remote_judge.h) is the
+// same interface over Redis Streams.
 #pragma once
 
 #include <future>
@@ -17,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "judge/judge_cache.h"
 #include "judge/protocol.h"
 #include "judge/sandbox.h"
 #include "judge/task.h"
@@ -53,6 +57,14 @@ class Judge {
     return Status::Error("cannot trace: this judge does not trace tasks");
   }
   EvalResult Evaluate(EvalRequest req) { return Submit(std::move(req)).get(); }
+  // How many devices judge in parallel behind this judge (a bench runs
+  // --jobs tasks per device).
+  virtual int Devices() const { return 1; }
+  // The devices' names ("cpu", "NVIDIA H200"), one per device; starts their
+  // trusted workers, so an error says the judge's environment is broken.
+  virtual Status DeviceNames(std::vector<std::string>* names) {
+    return Status::Error("this judge does not list its devices");
+  }
 };
 
 struct PoolConfig {
@@ -66,6 +78,7 @@ struct PoolConfig {
                                       // eval needs 1, so no spare warms up while it is timed)
   SandboxLimits limits;
   double worker_start_timeout_s = 300;
+  std::shared_ptr<SharedCache> shared_cache;  // optional: verdicts and baselines shared across hosts
 };
 
 // Fills python, worker_dir, cache_dir and scratch_root from the environment

@@ -68,6 +68,19 @@ JudgeCache::~JudgeCache() {
 }
 
 std::optional<std::string> JudgeCache::Get(const std::string& table, const std::string& key) {
+  if (auto local = GetLocal(table, key)) return local;
+  if (!shared_) return std::nullopt;
+  auto hit = shared_->Get(table, key);
+  if (hit) PutLocal(table, key, *hit);
+  return hit;
+}
+
+void JudgeCache::Put(const std::string& table, const std::string& key, const std::string& value) {
+  PutLocal(table, key, value);
+  if (shared_) shared_->Put(table, key, value);
+}
+
+std::optional<std::string> JudgeCache::GetLocal(const std::string& table, const std::string& key) {
   if (!db_ || !ValidTable(table)) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql = "SELECT value FROM " + table + " WHERE key = ?";
@@ -83,7 +96,7 @@ std::optional<std::string> JudgeCache::Get(const std::string& table, const std::
   return out;
 }
 
-void JudgeCache::Put(const std::string& table, const std::string& key, const std::string& value) {
+void JudgeCache::PutLocal(const std::string& table, const std::string& key, const std::string& value) {
   if (!db_ || !ValidTable(table)) return;
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql = "INSERT OR REPLACE INTO " + table + " (key, value, created) VALUES (?, ?, ?)";

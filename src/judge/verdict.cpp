@@ -35,6 +35,8 @@ nlohmann::json Verdict::ToJson() const {
   j["baseline_ms"] = baseline_ms;
   j["speedup"] = speedup;
   j["device"] = device;
+  j["device_index"] = device_index;
+  if (!worker.empty()) j["worker"] = worker;
   j["task"] = task;
   j["candidate"] = candidate;
   j["env"] = env;
@@ -74,6 +76,8 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
   v.baseline_ms = j.value("baseline_ms", std::map<std::string, double>{});
   v.speedup = j.value("speedup", std::map<std::string, double>{});
   v.device = j.value("device", "");
+  v.device_index = j.value("device_index", -1);
+  v.worker = j.value("worker", "");
   v.task = j.value("task", nlohmann::json::object());
   v.candidate = j.value("candidate", nlohmann::json::object());
   v.env = j.value("env", nlohmann::json::object());

@@ -45,6 +45,8 @@ struct Verdict {
   std::map<std::string, double> baseline_ms;
   std::map<std::string, double> speedup;
   std::string device;                     // "cpu" or the GPU's name
+  int device_index = -1;                  // the GPU's index (cuda:N) on the host that judged it; -1: the CPU
+  std::string worker;                     // the remote judge worker that judged it (empty: the local pool)
   std::string timing_source;              // "cuda_events" or "cpu_clock"
   nlohmann::json task;                    // path, hash, degenerate, outputs
   nlohmann::json candidate;               // path, hash

@@ -1,0 +1,41 @@
+// DeviceContext: everything the local judge pool runs on one device: its
+// identity and memory gate, the execution lock (correctness trials share the
+// device with each other; timing and baselines hold it alone), the trusted
+// reference worker, the baseline workers, the output hand-over and the warm
+// candidate workers.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <shared_mutex>
+#include <string>
+
+#include "judge/baseline_service.h"
+#include "judge/device_identity.h"
+#include "judge/judge.h"
+#include "judge/judge_cache.h"
+#include "judge/output_transfer.h"
+#include "judge/trusted_worker.h"
+#include "judge/warm_pool.h"
+
+namespace ax {
+
+struct DeviceContext {
+  // workers: candidates in flight on this device.
+  DeviceContext(const PoolConfig& cfg, const std::string& device, int workers, JudgeCache* cache,
+                const std::atomic<bool>* stop)
+      : id(device),
+        ref(cfg, &id, "reference"),
+        baselines(cfg, &id, cache, &exec_mu, std::clamp(workers / 2, 1, 3)),
+        transfer(device),
+        warm(cfg, device, workers, stop) {}
+
+  DeviceIdentity id;
+  std::shared_mutex exec_mu;
+  TrustedWorker ref;
+  BaselineService baselines;
+  OutputTransfer transfer;
+  WarmPool warm;
+};
+
+}  // namespace ax
