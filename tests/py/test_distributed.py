@@ -289,8 +289,9 @@ def test_unreachable_broker_stops_the_run_cleanly_and_resume_continues(binary, e
             proc.kill()
     err = "".join(err) + rest_err
     assert proc.returncode == 3, err[-3000:]
-    last = err.strip().splitlines()[-1]
-    assert "unreachable" in last and "--resume" in last, last
+    reasons = [l for l in err.splitlines() if l.startswith("adaexplore: ")]
+    assert len(reasons) == 1, err[-3000:]
+    assert "unreachable" in reasons[0] and "--resume" in reasons[0], reasons
     assert PASSWORD not in err
     redis.start()
     p = subprocess.run(args + ["--steps", "2", "--resume"], capture_output=True, text=True, env=env, timeout=900)
