@@ -375,3 +375,17 @@ def test_judge_from_the_environment_and_bad_urls(binary, env, redis, workers):
                        capture_output=True, text=True, env=dict(env, ADAEXPLORE_JUDGE=redis.url()), timeout=600)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1])["worker"] == "w"
+
+
+def test_verdict_cache_is_shared_across_hosts(binary, env, redis, workers):
+    """A verdict judged by one worker serves another with an empty cache of its own."""
+    args = [str(binary), "eval", str(EXAMPLE_TASK), str(CANDIDATE), "--json", "--judge", redis.url()] + JUDGE
+    workers.start("first")
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    v = json.loads(p.stdout.strip().splitlines()[-1])
+    assert v["status"] == "ok" and not v["cached"] and v["worker"] == "first"
+    workers.kill9("first")
+    workers.start("second")
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    v = json.loads(p.stdout.strip().splitlines()[-1])
+    assert v["status"] == "ok" and v["cached"] and v["worker"] == "second", v
