@@ -54,7 +54,7 @@ def main(argv):
         role = ReferenceRole(int(os.environ.get("ADAEXPLORE_REF_MAX_TASKS", "12")), channel)
     else:
         from .candidate import CandidateRole
-        role = CandidateRole(channel)
+        role = CandidateRole(channel, proto)
     proto.write(json.dumps({"ok": True, "ready": role_name}) + "\n")
     for line in sys.stdin:
         line = line.strip()

@@ -2,8 +2,11 @@
 
 import os
 import re
+import sys
 
 import torch
+
+import adaexplore_worker
 
 from . import common
 from . import guard as guard_mod
@@ -32,8 +35,9 @@ def classify(exc, phase):
 
 
 class CandidateRole:
-    def __init__(self, channel=None):
+    def __init__(self, channel=None, proto=None):
         self.channel = channel
+        self.proto = proto
         self.vmm = False
         self.model = None
         self.task = None
@@ -71,7 +75,6 @@ class CandidateRole:
             os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
         common.configure_numerics()
         self.counter = guard_mod.LaunchCounter()
-        self.guard = guard_mod.Guard([common, guard_mod, transfer])
         try:
             self.task = common.load_module(req["task"], "adaexplore_task")
         except Exception as exc:  # validated earlier, so this is an environment problem
@@ -79,6 +82,9 @@ class CandidateRole:
         with open(req["candidate"], encoding="utf-8", errors="replace") as f:
             source = f.read()
         self.own = own_kernel_names(source)
+        # The snapshot of the harness, the task and what they call, before any candidate code
+        # runs; checked after the import, after the build and at the end of every request.
+        self._snapshot()
         try:
             mod = common.load_module(req["candidate"], "adaexplore_candidate")
         except BaseException as exc:
@@ -86,6 +92,7 @@ class CandidateRole:
                 return self._fail("crashed", "candidate exited while being imported: %r" % (exc,))
             status, text = classify(exc, "import")
             return self._fail(status, text)
+        self.guard.check()
         cls = getattr(mod, "ModelNew", None)
         if cls is None:
             return self._fail("compile_error", "the candidate defines no class ModelNew")
@@ -95,6 +102,7 @@ class CandidateRole:
         except Exception as exc:
             status, text = classify(exc, "init")
             return self._fail(status, text)
+        self.guard.check()
         # One call on throw-away inputs: triggers Triton's JIT and lazy builds so
         # that the trials and the timing see a compiled kernel.
         try:
@@ -222,40 +230,66 @@ class CandidateRole:
         return files
 
     def op_time(self, req):
-        timer = common.Timer(self.device, req.get("flush_bytes", 0),
-                             synchronize=self.guard.sync, event_cls=self.guard.event)
+        self._kept = None
+        timer = common.Timer(self.device, req.get("flush_bytes", 0), synchronize=self.guard.sync,
+                             event_cls=self.guard.event, after_call=self.guard.after_call)
+        self.guard.watch(timer, "the timer")
         try:
             with torch.no_grad():
-                times, last = timer.run(self.model, self.task, req["set_seeds"], req["refresh_seed0"],
-                                        req["warmup"], req["iters"])
+                times, kept = timer.run(self.model, self.task, req["set_seeds"], req["refresh_seed0"],
+                                        req["warmup"], req["iters"], req.get("check_index"))
         except Exception as exc:
             status, text = classify(exc, "run")
             return self._fail(status, text)
-        # The last timed output is kept for the `final` request: writing it is
-        # not part of the timed request, which the parent's clock measures.
-        self._last = last
-        resp = {"ok": True, **times}
+        # The kept outputs are written by `final` requests: writing them is not part of the
+        # timed request, which the parent's clock measures.
+        self._kept = kept
+        resp = {"ok": True, **times, "checked_index": kept["checked"][0] if kept["checked"] else None,
+                "sample_index": kept["sample"][0] if kept["sample"] else None}
         resp.update(self._integrity())
+        del timer
+        common.free_cached(self.device)  # as the baseline's timing request does
         return resp
 
     def op_final(self, req):
-        """Writes the output of the last timed call, for the trusted comparison."""
-        last = getattr(self, "_last", None)
-        if last is None:
-            return self._fail("runtime_error", "no timed call to report")
-        seed, out = last  # kept: a request repeated after a failed transfer writes it again
+        """Writes a kept timed output (`pick`: `checked`, the default, or `sample`) for the
+        trusted comparison; the judge compares it on the seed it derived for that call."""
+        pick = req.get("pick", "checked")
+        kept = (getattr(self, "_kept", None) or {}).get(pick)
+        if kept is None:
+            return self._fail("runtime_error", "no timed call to report (%s)" % pick)
+        index, out = kept  # kept: a request repeated after a failed transfer writes it again
         try:
             outs = common.as_tensor_list(out)
         except TypeError as exc:
             return self._fail("mismatch", str(exc))
         try:
-            files = self._write(outs, req["out_dir"], "timed", req.get("transport"))
+            files = self._write(outs, req["out_dir"], "timed_" + pick, req.get("transport"))
         except transfer.TransferError as exc:
             return {"ok": False, "status": "internal", "error": "output transfer failed: %s" % exc,
                     "transport_failed": True}
-        resp = {"ok": True, "final": {"seed": seed, "outputs": files}}
+        resp = {"ok": True, "final": {"index": index, "outputs": files}}
         resp.update(self._integrity())
         return resp
+
+    def _snapshot(self):
+        """The guard over the harness's modules (the timer's in full after every timed call),
+        the task's module, what they call, and the harness's own objects."""
+        main = sys.modules.get("__main__")
+        # With what the timer calls during the loop, compared after every timed call.
+        modules = [(adaexplore_worker, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs")),
+                   (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs",))]
+        if main is not None and getattr(getattr(main, "__spec__", None), "name", "") == "adaexplore_worker.__main__":
+            modules.append((main, ()))
+        watched = [("the launch counter", self.counter, None)]
+        if self.channel is not None:
+            watched.append(("the descriptor channel", self.channel, None))
+        if self.proto is not None:
+            watched.append(("the protocol writer", self.proto, None))
+        guard = self.guard = guard_mod.Guard(modules, watched)
+        guard.watch(self, "the candidate role",
+                    ("channel", "proto", "guard", "counter", "task", "device", "own"), timing=False)
+        return guard
 
 
 def _same_bits(a, b):

@@ -1,5 +1,6 @@
 """Pieces shared by the reference and candidate roles."""
 
+import gc
 import importlib.util
 import os
 import sys
@@ -9,7 +10,9 @@ import uuid
 
 import torch
 
+# Captured when the harness is imported, before any task or candidate code runs.
 _perf_counter = time.perf_counter
+_urandom = os.urandom
 
 
 def configure_numerics():
@@ -235,6 +238,28 @@ def _clone_outputs(out):
     return out
 
 
+def checked_call(warmup, iters, sets):
+    """The timed call whose output is always checked: the last one whose input set an earlier
+    call (warm-up or timed) had already used, since a candidate that replays results keyed on
+    input addresses returns stale data exactly there (the last call when none repeats a set).
+    The judge derives the same index (src/judge/timing_rules.cpp, CheckedCall)."""
+    seen = set(range(min(warmup, sets)))
+    checked = iters - 1
+    for i in range(iters):
+        if i % sets in seen:
+            checked = i
+        seen.add(i % sets)
+    return checked
+
+
+def free_cached(device):
+    """Returns the allocator's cached device memory to the driver, without a garbage
+    collection: cheap, and alike in the trusted and the candidate's timing requests, whose
+    length the judge compares."""
+    if str(device).startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 class Timer:
     """Times calls of fn the same way for baselines and candidates.
 
@@ -243,9 +268,17 @@ class Timer:
     then the L2 cache is flushed. Each call is bracketed by a start event, an
     end event on the current stream and a second end event after a device-wide
     synchronise, so work hidden on other streams is still counted.
+
+    Two outputs are kept for the judge's check, each cloned as soon as its call
+    returned (outside the timed events, so work that a forward leaves to finish
+    later is not waited for): the checked call's (checked_call) and one other
+    timed call's, drawn uniformly after the calls ran (a reservoir sample over
+    os.urandom), so that a candidate cannot know while it computes an output
+    whether it will be checked. `after_call`, when given, runs after each timed
+    call, outside the timed events (the candidate's guard).
     """
 
-    def __init__(self, device, flush_bytes, synchronize=None, event_cls=None):
+    def __init__(self, device, flush_bytes, synchronize=None, event_cls=None, after_call=None):
         self.device = device
         self.cuda = str(device).startswith("cuda")
         self.flush = None
@@ -253,32 +286,36 @@ class Timer:
             self.flush = torch.empty(int(flush_bytes) // 4, dtype=torch.int32, device=device)
         self._sync = synchronize or torch.cuda.synchronize
         self._event = event_cls or torch.cuda.Event
+        self._after_call = after_call
 
-    def run(self, fn, task_module, set_seeds, refresh_seed0, warmup, iters):
-        """Returns the per-call times and (seed, output) of the checked call.
-
-        The checked call is the last timed call whose input set an earlier call
-        (warm-up or timed) had already used: a candidate that replays results
-        keyed on input addresses returns stale data exactly there. Its output
-        is cloned (outside the timed events) unless it is the very last call.
-        """
+    def run(self, fn, task_module, set_seeds, refresh_seed0, warmup, iters, check_index=None):
+        """Returns the per-call times and the kept outputs: {"checked": (index, output),
+        "sample": (index, output) or None}. Call i runs on the inputs of seed refresh_seed0 + i."""
         sets = [make_inputs(task_module, s, self.device) for s in set_seeds]
         k = len(sets)
-        seen = set(range(min(warmup, k)))
-        checked = iters - 1
-        for i in range(iters):
-            if i % k in seen:
-                checked = i
-            seen.add(i % k)
-        for w in range(warmup):
-            fn(*sets[w % k])
-        self._sync_any()
+        checked = checked_call(warmup, iters, k) if check_index is None else int(check_index)
+        # No automatic garbage collection inside the loop: a full collection costs more in
+        # a candidate's process than in the trusted one, and the judge compares the two
+        # requests' lengths.
+        collect = gc.isenabled()
+        gc.disable()
+        try:
+            for w in range(warmup):
+                fn(*sets[w % k])
+            self._sync_any()
+            return self._timed(fn, task_module, sets, refresh_seed0, iters, checked)
+        finally:
+            if collect:
+                gc.enable()
+
+    def _timed(self, fn, task_module, sets, refresh_seed0, iters, checked):
+        k = len(sets)
         stream_ms, device_ms, host_ms = [], [], []
-        last = None
+        kept = {"checked": None, "sample": None}
+        others = 0
         for i in range(iters):
             idx = i % k
-            seed = refresh_seed0 + i
-            fresh = make_inputs(task_module, seed, self.device)
+            fresh = make_inputs(task_module, refresh_seed0 + i, self.device)
             for dst, src in zip(sets[idx], fresh):
                 if isinstance(dst, torch.Tensor):
                     dst.copy_(src)
@@ -306,8 +343,16 @@ class Timer:
                 device_ms.append((h1 - h0) * 1e3)
             host_ms.append((h1 - h0) * 1e3)
             if i == checked:
-                last = (seed, out if i == iters - 1 else _clone_outputs(out))
-        return {"stream_ms": stream_ms, "device_ms": device_ms, "host_ms": host_ms}, last
+                kept["checked"] = (i, _clone_outputs(out))
+            else:
+                others += 1
+                if int.from_bytes(_urandom(8), "little") % others == 0:
+                    kept["sample"] = None  # the previous sample's memory goes first
+                    kept["sample"] = (i, _clone_outputs(out))
+            del out
+            if self._after_call is not None:
+                self._after_call()
+        return {"stream_ms": stream_ms, "device_ms": device_ms, "host_ms": host_ms}, kept
 
     def _sync_any(self):
         if self.cuda:

@@ -239,8 +239,10 @@ class ReferenceRole:
                 compile_s += time.perf_counter() - t0
             times, _ = timer.run(fn, task.module, req["set_seeds"], req["refresh_seed0"],
                                  req["warmup"], req["iters"])
+        # The judge compares this request's length with the candidates' (the same loop): the
+        # flush buffer and input sets go back the same cheap way there and here.
         del timer
-        common.release_cached(task.device, threshold=1)
+        common.free_cached(task.device)
         return {"ok": True, **times, "compile_s": compile_s}
 
     def op_trace(self, req):

@@ -50,12 +50,13 @@ class TransferError(RuntimeError):
     pass
 
 
-_lib = None
+# The driver library, loaded on first use; kept in a list so that the module's namespace
+# (which the candidate's guard watches) never changes.
+_libs = []
 
 
 def _cuda():
-    global _lib
-    if _lib is None:
+    if not _libs:
         _lib = ctypes.CDLL("libcuda.so.1")
         _lib.cuMemAddressReserve.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_size_t,
                                              ctypes.c_uint64, ctypes.c_ulonglong]
@@ -75,7 +76,8 @@ def _cuda():
         _lib.cuMemGetAllocationGranularity.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(_AllocProp),
                                                        ctypes.c_int]
         _lib.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
-    return _lib
+        _libs.append(_lib)
+    return _libs[0]
 
 
 def _check(rc, what):

@@ -349,7 +349,8 @@ class CandidateRun {
         }
         const json& body = is_final ? r.body["final"] : r.body;
         const json outputs = body.value("outputs", json::array());
-        const unsigned long long seed = is_final ? body.value("seed", 0ULL) : wreq.value("seed", 0ULL);
+        // The judge's own seed, for a trial and a kept timed output alike: never one read from the reply.
+        const unsigned long long seed = wreq.value("seed", 0ULL);
         std::vector<int> fds;
         std::string err;
         if (!OutputTransfer::TakeFds(w, outputs, &fds, &err)) {
@@ -491,58 +492,38 @@ class CandidateRun {
     const std::map<std::string, Baseline> baselines = st->baselines.ForVerdict(req.task, o, v);
     t_phase += NowSeconds() - t_base;
 
-    // 4. Timing, then a check that the timed calls computed the right thing.
+    // 4. Timing, then checks that the timed calls computed the right thing.
     //    The timed loop holds the device exclusively, and the parent's clock
-    //    covers that request alone; the last timed output is written (and
-    //    compared) afterwards.
-    Reply tr;
-    {
-      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
-      phase("wait_timing");
-      json treq = TimingRequestJson(o, seed0, "time");
-      tr = w->Request(treq, o.run_timeout_s);
-      phase("timing");
-    }
-    if (!Usable(tr, "timing", o.run_timeout_s, w, v)) return;
-    if (Rejected(*v)) {
-      v->status = kStatusRejected;
-      return;
-    }
-    bool final_same;
-    {
-      std::shared_lock<std::shared_mutex> again(st->exec_mu);
-      auto check = [&](const Reply&) -> bool {
-        if (Rejected(*v)) {
-          v->status = kStatusRejected;
-          return false;
-        }
-        return true;
-      };
-      final_same = deliver({{"op", "final"}, {"out_dir", out_dir}}, "writing the timed output", true, nullptr, check);
-    }
-    if (final_same && o.cuda()) {
-      // The profiled trial holds the device alone, as the timing does: its
-      // GPU span is the candidate's own kernels, not its neighbours'.
-      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
-      if (!trials(1, seed0 + 11, o.trials, nullptr, true) || !launched_own()) return;
-      if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
-      v->gpu_span_ms = gpu_span;
-      v->gpu_busy_ms = gpu_busy;
-    }
-    if (!final_same) {
-      if (v->status == kStatusMismatch) {
-        v->AddFlag("timed_output_mismatch");
-        v->error = "the output of a timed call was wrong (results cached across calls?): " + v->error;
-      }
-      return;
-    }
-    const TimingReport rep = ReportOfReply(tr);
+    //    covers that request alone. The reported times must agree with that
+    //    clock (timing_rules.h); a disagreement of the clock alone is measured
+    //    once more (a scheduling stall) before it rejects. The outputs the
+    //    worker kept (the checked call's, one sampled call's) are written and
+    //    compared afterwards, on the seeds the judge derives for those calls.
     std::optional<EagerTiming> eager;
     if (baselines.count("eager")) {
       const Baseline& e = baselines.at("eager");
       eager = EagerTiming{e.median_ms, e.wall_ms, e.gap_ms};
     }
-    const TimingDecision d = DecideTiming(rep, o.cuda(), o.warmup + o.iters, eager);
+    json treq = TimingRequestJson(o, seed0, "time");
+    const int checked = CheckedCall(o.warmup, o.iters, o.input_sets);
+    treq["check_index"] = checked;
+    Reply tr;
+    TimingDecision d;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      {
+        std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+        phase(attempt == 0 ? "wait_timing" : "wait_timing_again");
+        tr = w->Request(treq, o.run_timeout_s);
+        phase(attempt == 0 ? "timing" : "timing_again");
+      }
+      if (!Usable(tr, "timing", o.run_timeout_s, w, v)) return;
+      if (Rejected(*v)) {
+        v->status = kStatusRejected;
+        return;
+      }
+      d = DecideTiming(ReportOfReply(tr), o.cuda(), o.warmup, o.iters, eager);
+      if (!d.clock_disagrees) break;
+    }
     for (const auto& f : d.flags) v->AddFlag(f);
     v->timing.median_ms = d.used.median;
     v->timing.p10_ms = d.used.p10;
@@ -556,6 +537,57 @@ class CandidateRun {
     if (d.rejected) {
       v->status = kStatusRejected;
       v->error = d.error;
+      return;
+    }
+    // The sampled call: any timed call but the checked one, drawn by the
+    // worker after the calls ran; the judge derives its seed from its index.
+    std::optional<int> sample;
+    if (o.iters > 1) {
+      const json s = tr.body.value("sample_index", json());
+      if (!s.is_number_integer() || s.get<long long>() < 0 || s.get<long long>() >= o.iters || s.get<int>() == checked) {
+        v->status = kStatusRejected;
+        v->AddFlag("protocol_violation");
+        v->error = "the timing reply names no valid sampled call (sample_index " + s.dump() + ")";
+        return;
+      }
+      sample = s.get<int>();
+    }
+    const unsigned long long refresh0 = treq.value("refresh_seed0", 0ULL);
+    bool final_same;
+    int wrong_call = checked;
+    {
+      std::shared_lock<std::shared_mutex> again(st->exec_mu);
+      auto check = [&](const Reply&) -> bool {
+        if (Rejected(*v)) {
+          v->status = kStatusRejected;
+          return false;
+        }
+        return true;
+      };
+      // Timed call i ran on the inputs of seed refresh_seed0 + i.
+      auto check_kept = [&](const char* pick, int index) {
+        wrong_call = index;
+        return deliver({{"op", "final"}, {"out_dir", out_dir}, {"pick", pick}, {"seed", refresh0 + index}},
+                       std::string("writing the timed output (") + pick + ")", true, nullptr, check);
+      };
+      final_same = check_kept("checked", checked) && (!sample || check_kept("sample", *sample));
+    }
+    if (final_same && o.cuda()) {
+      // The profiled trial holds the device alone, as the timing does: its
+      // GPU span is the candidate's own kernels, not its neighbours'.
+      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+      if (!trials(1, seed0 + 11, o.trials, nullptr, true) || !launched_own()) return;
+      if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
+      v->gpu_span_ms = gpu_span;
+      v->gpu_busy_ms = gpu_busy;
+    }
+    if (!final_same) {
+      if (v->status == kStatusMismatch) {
+        v->AddFlag("timed_output_mismatch");
+        v->error = "the output of timed call " + std::to_string(wrong_call + 1) + " of " + std::to_string(o.iters) +
+                   " was wrong (work left unfinished when the forward returned, or results cached across calls?): " +
+                   v->error;
+      }
       return;
     }
     const double runtime = d.runtime_ms;

@@ -1,6 +1,9 @@
 // The judge's rules that turn a candidate's timing reply into its runtime
-// (docs/judge.md, "Per candidate", steps 6 and 7): which figure counts, and
-// how the worker's and the parent's clocks bound what the events may claim.
+// (docs/judge.md, "Per candidate", steps 6 and 7, and "The judge's clock"):
+// which figure counts, which timed call's output is checked, and the bound
+// within which the times the candidate reports must agree with the judge's
+// own clock around its timing request, calibrated on the eager baseline's
+// identical loop in a trusted worker.
 #pragma once
 
 #include <optional>
@@ -24,12 +27,23 @@ struct EagerTiming {
   double median_ms = 0, wall_ms = 0, gap_ms = 0;
 };
 
+// How far the calls of a timing request, on the judge's clock, may exceed
+// what the candidate claims for them (warm-up plus timed calls, each at its
+// median): `rel` of the claim plus `fixed_ms` plus `per_call_ms` per call.
+// Calibrated with tests/gpu/calibrate_timing.py (figures in docs/judge.md).
+struct ClockBound {
+  double rel = 0, fixed_ms = 0, per_call_ms = 0;
+};
+ClockBound ClockBoundFor(bool cuda);
+
 struct TimingDecision {
-  Stats used;                    // the stream figure, or the device-wide one (side_stream_work)
-  double runtime_ms = 0;         // what speedups are computed from
-  std::optional<double> host_ms;  // the parent's per-call estimate (with an eager baseline)
+  Stats used;                     // the stream figure, or the device-wide one (side_stream_work)
+  double runtime_ms = 0;          // what speedups are computed from
+  std::optional<double> host_ms;  // the judge's clock per call, the loop's overhead taken off (with an eager baseline)
   std::vector<std::string> flags;
-  bool rejected = false;         // timing reports that cannot be true
+  bool rejected = false;          // reported times that disagree with a clock (`timing_forged`)
+  bool clock_disagrees = false;   // rejected by the judge's clock alone: a scheduling stall can do
+                                  // that once, so the judge measures once more before rejecting
   std::string error;
 };
 
@@ -42,8 +56,16 @@ double MedianGap(const TimingReport& r);
 // 16 of them), so a malformed reply records nothing.
 std::optional<double> GpuTimeMedian(const std::vector<double>& per_call);
 
-// cuda: event timing (on CPU every figure is the worker's clock);
-// calls: warm-up plus timed calls in the request.
-TimingDecision DecideTiming(const TimingReport& r, bool cuda, int calls, const std::optional<EagerTiming>& eager);
+// The timed call whose output is always checked: the last one whose input
+// set (call i uses set i mod `sets`) an earlier call, warm-up or timed, had
+// already used (a result cache keyed on input addresses returns stale data
+// there); the last call when none does. The worker keeps the same one
+// (common.checked_call).
+int CheckedCall(int warmup, int iters, int sets);
+
+// cuda: event timing (on CPU every figure is the worker's clock); warmup and
+// iters: the calls in the request.
+TimingDecision DecideTiming(const TimingReport& r, bool cuda, int warmup, int iters,
+                            const std::optional<EagerTiming>& eager);
 
 }  // namespace ax

@@ -2,7 +2,8 @@
 
 Each corpus file says in its header what the judge must conclude:
     # expect: status=A|B flag=F
-    # args: extra CLI arguments
+    # expect-gpu: ... (what the GPU suite expects instead, where a GPU differs)
+    # args: extra CLI arguments (an --iters or --warmup here replaces the default)
     # check: no_connection | no_leftover_process
 """
 
@@ -27,6 +28,15 @@ def header(path):
     args = re.search(r"^# args: (.*)$", text, re.M)
     checks = re.findall(r"^# check: (\S+)$", text, re.M)
     return fields["status"].split("|"), fields.get("flag"), (args.group(1).split() if args else []), checks
+
+
+def with_defaults(extra, defaults=(("--iters", "3"), ("--warmup", "1"))):
+    """The corpus's timing settings, unless the case's own arguments set them."""
+    args = []
+    for flag, value in defaults:
+        if flag not in extra:
+            args += [flag, value]
+    return args + list(extra)
 
 
 def leftover(pattern):
@@ -72,7 +82,7 @@ def test_corpus_case(path, run_cli):
         target.write_text("original\n")
     try:
         rc, out, err = run_cli("eval", EXAMPLE_TASK, path, "--device", "cpu", "--json", "--no-cache",
-                               "--iters", "3", "--warmup", "1", *extra)
+                               *with_defaults(extra))
     finally:
         if listener:
             time.sleep(0.3)
