@@ -138,18 +138,31 @@ class Service {
           continue;
         }
         Connected();
-        // [[stream, [[id, fields]]], ...]
+        // [[stream, [[id, fields]]], ...]: COUNT applies per stream, so a
+        // read can bring one job from each; the first is judged now, the
+        // others wait in hand (their leases kept fresh) for the next free slot.
+        std::vector<Entry> got;
         for (const auto& st : v.elements) {
           if (st.elements.size() < 2) continue;
           for (const auto& en : st.elements[1].elements) {
             if (en.elements.size() < 2) continue;
-            e.stream = st.elements[0].str;
-            e.id = en.elements[0].str;
-            e.fields = en.elements[1];
-            have = true;
+            Entry x;
+            x.stream = st.elements[0].str;
+            x.id = en.elements[0].str;
+            x.fields = en.elements[1];
+            got.push_back(std::move(x));
           }
         }
-        if (!have) continue;
+        if (got.empty()) continue;
+        e = std::move(got[0]);
+        have = true;
+        if (got.size() > 1) {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (size_t i = 1; i < got.size(); ++i) {
+            in_hand_[got[i].id] = got[i].stream;
+            reclaimed_.push_back(std::move(got[i]));
+          }
+        }
       }
       Handle(&c, &b, e);
     }

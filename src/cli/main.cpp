@@ -189,7 +189,8 @@ int RunBatch(const std::string& manifest, CommonFlags& c, const JudgeFlags& f, i
   std::fprintf(stderr, "batch: %zu candidates in %.1f s (%.1f per minute, baselines included) on %s; task checks %.1f s; %s%s\n",
                reqs.size(), wall, wall > 0 ? 60.0 * reqs.size() / wall : 0.0, ax::cli::JudgeWhere(c).c_str(), t_tasks, h.c_str(),
                failures ? (", judge errors " + std::to_string(failures)).c_str() : "");
-  return 0;
+  // Every candidate's line is out; a judge that failed some is still exit 3.
+  return failures ? kExitEnvironment : 0;
 }
 
 
