@@ -23,6 +23,13 @@ class _Task:
         self.model = model
         self.device = device
         self.compiled = None
+        self.outputs = []  # [{shape, dtype}] of the reference's outputs
+
+    def null(self, *inputs):
+        """The timing loop's null model: no work, outputs of the reference's shapes (unfilled),
+        so that the loop around it (refreshes, flushes, synchronisations, the kept outputs'
+        clones) costs what it costs around a real model."""
+        return [torch.empty(d["shape"], dtype=getattr(torch, d["dtype"]), device=self.device) for d in self.outputs]
 
 
 class ReferenceRole:
@@ -105,6 +112,7 @@ class ReferenceRole:
             degenerate.append("zero_output_passes")
         self._remember(key, task, req)
         described = [common.describe(t) for t in outs_a]
+        task.outputs = described
         del outs_a, outs_b
         common.release_cached(device)
         # What one forward needs on the device (inputs, intermediates, outputs:
@@ -219,9 +227,11 @@ class ReferenceRole:
         return {"ok": True, "compile_s": time.perf_counter() - t0}
 
     def op_baseline(self, req):
+        """Times a baseline (`eager`, `compile`) with the candidates' loop; `null` times the loop
+        alone (the judge's measure of what a timing request costs around its calls)."""
         task = self._task(req["key"])
         mode = req["mode"]
-        fn = task.model
+        fn = task.null if mode == "null" else task.model
         compile_s = 0.0
         if mode == "compile":
             if task.compiled is None:

@@ -139,6 +139,23 @@ class CandidateRun {
     return true;
   }
 
+  // The judge's clock around the timing request `treq` run by the reference
+  // worker with a null model (the loop alone); none when that fails (the
+  // eager baseline's loop stands in). Requires the device held exclusively.
+  std::optional<double> NullLoopMs(const TaskRef& task, const JudgeOptions& o, const json& treq) {
+    std::lock_guard<std::mutex> ref(st->ref.mu());
+    TaskInfo info;
+    if (!st->ref.EnsureTask(task, o, &info).ok()) return std::nullopt;
+    json nreq = treq;
+    nreq["op"] = "baseline";
+    nreq["key"] = task.hash;
+    nreq["mode"] = "null";
+    Reply r = st->ref.Request(nreq, o.run_timeout_s);
+    if (r.kind != Reply::kOk) st->ref.Reset();
+    if (r.kind != Reply::kOk || !r.body.value("ok", false)) return std::nullopt;
+    return r.seconds * 1000.0;
+  }
+
   EvalResult RunImpl(const EvalRequest& req) {
     const double t_start = NowSeconds();
     EvalResult res;
@@ -494,11 +511,14 @@ class CandidateRun {
 
     // 4. Timing, then checks that the timed calls computed the right thing.
     //    The timed loop holds the device exclusively, and the parent's clock
-    //    covers that request alone. The reported times must agree with that
-    //    clock (timing_rules.h); a disagreement of the clock alone is measured
-    //    once more (a scheduling stall) before it rejects. The outputs the
-    //    worker kept (the checked call's, one sampled call's) are written and
-    //    compared afterwards, on the seeds the judge derives for those calls.
+    //    covers that request alone. Just before it, the reference worker
+    //    times the same request with a null model: the loop's own cost under
+    //    the machine's load of the moment. The reported times must agree with
+    //    the judge's clock once that is taken off (timing_rules.h); a
+    //    disagreement of the clock alone is measured again (a scheduling
+    //    stall) before it rejects. The outputs the worker kept (the checked
+    //    call's, one sampled call's) are written and compared afterwards, on
+    //    the seeds the judge derives for those calls.
     std::optional<EagerTiming> eager;
     if (baselines.count("eager")) {
       const Baseline& e = baselines.at("eager");
@@ -509,19 +529,21 @@ class CandidateRun {
     treq["check_index"] = checked;
     Reply tr;
     TimingDecision d;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int attempt = 0; attempt < kClockAttempts; ++attempt) {
+      std::optional<double> loop_ms;
       {
         std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
         phase(attempt == 0 ? "wait_timing" : "wait_timing_again");
+        loop_ms = NullLoopMs(req.task, o, treq);
         tr = w->Request(treq, o.run_timeout_s);
-        phase(attempt == 0 ? "timing" : "timing_again");
+        phase(attempt == 0 ? "timing" : "timing_again");  // the phases of the last attempt
       }
       if (!Usable(tr, "timing", o.run_timeout_s, w, v)) return;
       if (Rejected(*v)) {
         v->status = kStatusRejected;
         return;
       }
-      d = DecideTiming(ReportOfReply(tr), o.cuda(), o.warmup, o.iters, eager);
+      d = DecideTiming(ReportOfReply(tr), o.cuda(), o.warmup, o.iters, eager, loop_ms);
       if (!d.clock_disagrees) break;
     }
     for (const auto& f : d.flags) v->AddFlag(f);

@@ -12,9 +12,10 @@ ClockBound ClockBoundFor(bool cuda) {
   // GPU: 10% of the claim, plus what the candidate's loop costs beyond the
   // trusted one (its guard after every call, its end-of-request check) and
   // their scatter. CPU: the Triton interpreter's calls scatter by 20-35%
-  // under load around their median (docs/judge.md has the figures).
-  if (cuda) return {0.10, 5.0, 0.05};
-  return {0.50, 20.0, 2.0};
+  // around their median under load, and two processes' loops by up to half
+  // the loop's cost (docs/judge.md has the figures).
+  if (cuda) return {0.10, 5.0, 0.05, 0.10};
+  return {0.50, 30.0, 3.0, 0.50};
 }
 
 double MedianGap(const TimingReport& r) {
@@ -73,7 +74,7 @@ __attribute__((format(printf, 2, 3))) void Reject(TimingDecision* d, const char*
 }  // namespace
 
 TimingDecision DecideTiming(const TimingReport& r, bool cuda, int warmup, int iters,
-                            const std::optional<EagerTiming>& eager) {
+                            const std::optional<EagerTiming>& eager, std::optional<double> loop_ms) {
   TimingDecision d;
   const size_t n = static_cast<size_t>(std::max(iters, 0));
   if (!Plausible(r.stream_ms, n) || !Plausible(r.device_ms, n) || !Plausible(r.host_ms, n)) {
@@ -120,17 +121,17 @@ TimingDecision DecideTiming(const TimingReport& r, bool cuda, int warmup, int it
            r.request_ms, reported);
     return d;
   }
-  // The judge's clock: the request minus what the same loop cost around the
-  // eager baseline's calls (measured in a trusted worker) is what the
-  // candidate's calls took; its claim (every call at its median) must come
-  // within the bound of it.
+  // The judge's clock: the request minus what the loop costs alone (a null
+  // model's request in a trusted worker, just before; else the eager
+  // baseline's request minus its calls) is what the candidate's calls took;
+  // its claim (every call at its median) must come within the bound of it.
   const int calls = std::max(warmup, 0) + iters;
-  if (eager && calls > 0) {
-    const double overhead = std::max(0.0, eager->wall_ms - calls * eager->median_ms);
+  if ((loop_ms || eager) && calls > 0) {
+    const double overhead = std::max(0.0, loop_ms ? *loop_ms : eager->wall_ms - calls * eager->median_ms);
     const double measured = std::max(0.0, r.request_ms - overhead);
     d.host_ms = measured / calls;
     const double claimed = calls * d.runtime_ms;
-    const double allowance = bound.fixed_ms + bound.per_call_ms * calls;
+    const double allowance = bound.Allowance(calls, overhead);
     if (measured > (1.0 + bound.rel) * claimed + allowance) {
       Reject(&d,
              "the candidate's reported times disagree with the judge's clock: it claims %.4f ms per call, the judge "

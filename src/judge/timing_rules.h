@@ -2,8 +2,8 @@
 // (docs/judge.md, "Per candidate", steps 6 and 7, and "The judge's clock"):
 // which figure counts, which timed call's output is checked, and the bound
 // within which the times the candidate reports must agree with the judge's
-// own clock around its timing request, calibrated on the eager baseline's
-// identical loop in a trusted worker.
+// own clock around its timing request, once the loop's own cost (measured
+// in a trusted worker with a null model just before) is taken off.
 #pragma once
 
 #include <optional>
@@ -29,12 +29,19 @@ struct EagerTiming {
 
 // How far the calls of a timing request, on the judge's clock, may exceed
 // what the candidate claims for them (warm-up plus timed calls, each at its
-// median): `rel` of the claim plus `fixed_ms` plus `per_call_ms` per call.
-// Calibrated with tests/gpu/calibrate_timing.py (figures in docs/judge.md).
+// median): `rel` of the claim, plus an allowance for the scatter of the
+// loop's cost between two processes: `fixed_ms`, `per_call_ms` per call and
+// `loop_rel` of the loop's measured cost. Calibrated with
+// tests/gpu/calibrate_timing.py (figures in docs/judge.md).
 struct ClockBound {
-  double rel = 0, fixed_ms = 0, per_call_ms = 0;
+  double rel = 0, fixed_ms = 0, per_call_ms = 0, loop_rel = 0;
+  double Allowance(int calls, double loop_ms) const { return fixed_ms + per_call_ms * calls + loop_rel * loop_ms; }
 };
 ClockBound ClockBoundFor(bool cuda);
+
+// How many timing requests the judge makes before it rejects a candidate
+// whose every measurement the judge's clock alone disagreed with.
+constexpr int kClockAttempts = 3;
 
 struct TimingDecision {
   Stats used;                     // the stream figure, or the device-wide one (side_stream_work)
@@ -43,7 +50,8 @@ struct TimingDecision {
   std::vector<std::string> flags;
   bool rejected = false;          // reported times that disagree with a clock (`timing_forged`)
   bool clock_disagrees = false;   // rejected by the judge's clock alone: a scheduling stall can do
-                                  // that once, so the judge measures once more before rejecting
+                                  // that, so the judge measures again before rejecting
+                                  // (kClockAttempts measurements in all)
   std::string error;
 };
 
@@ -64,8 +72,10 @@ std::optional<double> GpuTimeMedian(const std::vector<double>& per_call);
 int CheckedCall(int warmup, int iters, int sets);
 
 // cuda: event timing (on CPU every figure is the worker's clock); warmup and
-// iters: the calls in the request.
+// iters: the calls in the request; loop_ms: the judge's clock around the same
+// request timing a null model in a trusted worker (the loop alone), else the
+// eager baseline's wall time minus its calls stands for the loop.
 TimingDecision DecideTiming(const TimingReport& r, bool cuda, int warmup, int iters,
-                            const std::optional<EagerTiming>& eager);
+                            const std::optional<EagerTiming>& eager, std::optional<double> loop_ms = std::nullopt);
 
 }  // namespace ax

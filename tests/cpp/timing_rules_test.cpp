@@ -83,7 +83,8 @@ TEST(TimingRules, TimesWrappedToHalfAreRejected) {
 }
 
 TEST(TimingRules, TheBoundIsTenPercentPlusTheAllowance) {
-  // 10 ms calls claimed 15% faster: beyond 10% plus 8 ms over 60 calls.
+  // 10 ms calls claimed 15% faster: beyond 10% plus 9.2 ms over 60 calls
+  // (5 ms, 0.05 ms per call and a tenth of the loop's 12 ms).
   EXPECT_TRUE(Gpu(Scaled(Honest(10.0), 0.85)).rejected);
   // 5% faster: inside it, like an honest candidate's scatter.
   EXPECT_FALSE(Gpu(Scaled(Honest(10.0), 0.95)).rejected);
@@ -94,7 +95,7 @@ TEST(TimingRules, TheBoundIsTenPercentPlusTheAllowance) {
   EXPECT_DOUBLE_EQ(b.rel, 0.10);
   // At the edge: the request's calls exactly 10% plus the allowance above the claim.
   TimingReport edge = Honest(1.0, 0.0);
-  edge.request_ms = kLoopMs + 1.1 * kCalls * 1.0 + b.fixed_ms + b.per_call_ms * kCalls;
+  edge.request_ms = kLoopMs + 1.1 * kCalls * 1.0 + b.Allowance(kCalls, kLoopMs);
   EXPECT_FALSE(Gpu(edge).rejected);
   edge.request_ms += 0.5;
   EXPECT_TRUE(Gpu(edge).rejected);
@@ -108,6 +109,22 @@ TEST(TimingRules, OneSchedulingStallIsLeftForASecondMeasurement) {
   EXPECT_TRUE(d.clock_disagrees);
   // A few milliseconds of scatter do not.
   EXPECT_FALSE(Gpu(Honest(0.05, 4.0)).rejected);
+}
+
+TEST(TimingRules, TheLoopTimedJustBeforeStandsForItsCost) {
+  // The machine got busier since the eager baseline was timed: the loop now
+  // costs three times as much. Against the baseline's loop an honest
+  // candidate would look forged; against the null model's loop, timed just
+  // before on the same seeds, it does not.
+  TimingReport busy = Honest(0.5);
+  busy.request_ms += 2 * kLoopMs;
+  EXPECT_TRUE(Gpu(busy).rejected);
+  EXPECT_FALSE(DecideTiming(busy, true, kWarmup, kIters, kEager, 3 * kLoopMs).rejected);
+  EXPECT_NEAR(*DecideTiming(busy, true, kWarmup, kIters, kEager, 3 * kLoopMs + 1.0).host_ms, 0.5, 0.01);
+  // Halved times are rejected all the same, with or without an eager baseline.
+  TimingReport forged = Scaled(busy, 0.5);
+  EXPECT_TRUE(DecideTiming(forged, true, kWarmup, kIters, kEager, 3 * kLoopMs).rejected);
+  EXPECT_TRUE(DecideTiming(forged, true, kWarmup, kIters, std::nullopt, 3 * kLoopMs).rejected);
 }
 
 TEST(TimingRules, EventsFarBelowTheWorkersClockAreRejected) {
@@ -169,7 +186,7 @@ TEST(TimingRules, OneOffCostsInTheBaselinesWallDoNotRejectAnHonestCandidate) {
   EXPECT_TRUE(d.flags.empty());
 }
 
-TEST(TimingRules, WithoutAnEagerBaselineOnlyTheRequestBoundsTheClaim) {
+TEST(TimingRules, WithoutALoopMeasureOnlyTheRequestBoundsTheClaim) {
   TimingDecision d = Gpu(Scaled(Honest(1.0), 0.5), std::nullopt);
   EXPECT_FALSE(d.rejected);
   EXPECT_FALSE(d.host_ms.has_value());

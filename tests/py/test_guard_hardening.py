@@ -167,7 +167,7 @@ def test_threads_left_running_by_a_timed_call_are_seen_even_when_joined_later(ro
 
     def forward(x):
         if len(pending) < 2:
-            t = threading.Thread(target=time.sleep, args=(0.05,), name="late_work")
+            t = threading.Thread(target=time.sleep, args=(0.5,), name="late_work")
             t.start()
             pending.append(t)
         else:
