@@ -277,7 +277,8 @@ class CandidateRole:
         the task's module, what they call, and the harness's own objects."""
         main = sys.modules.get("__main__")
         # With what the timer calls during the loop, compared after every timed call.
-        modules = [(adaexplore_worker, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs")),
+        modules = [(adaexplore_worker, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs", "gc",
+                                                      "checked_call", "_perf_counter", "_urandom", "torch")),
                    (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs",))]
         if main is not None and getattr(getattr(main, "__spec__", None), "name", "") == "adaexplore_worker.__main__":
             modules.append((main, ()))

@@ -182,8 +182,9 @@ class Guard:
 
     def _module(self, mod, label, harness=False, timing_names=()):
         """A module's namespace; for a module of the harness (or the task), also its functions'
-        code and its classes. `timing_names`: those of them that after_call compares too."""
-        self._mapping(label, lambda m=mod: vars(m), bool(timing_names))
+        code and its classes. `timing_names`: the names of the module that after_call compares
+        too (each name, and a function's code or a class's attributes)."""
+        self._mapping(label, lambda m=mod: vars(m), False)
         if not harness:
             return
         for name, value in list(vars(mod).items()):
@@ -192,6 +193,8 @@ class Guard:
                 self._function(value, "%s.%s" % (label, name), name in timing_names)
             elif isinstance(value, type) and where == mod.__name__:
                 self._class(value, "%s.%s" % (label, name), name in timing_names)
+        for name in timing_names:
+            self._attr(mod, name, "%s.%s" % (label, name), True)
 
     def _profiler_classes(self):
         try:
