@@ -129,7 +129,8 @@ def trivial(args, env, tmp):
         worker.wait_serving()
         task = ROOT / "examples" / "tasks" / "1_BiasReLUScale.py"
         cand = ROOT / "examples" / "candidates" / "1_BiasReLUScale_triton.py"
-        judge = ["--judge", redis.url, "--device", args.device, "--trials", "2", "--iters", "2", "--warmup", "1"]
+        kind = "cuda" if args.device.startswith("cuda") else "cpu"
+        judge = ["--judge", redis.url, "--device", kind, "--trials", "2", "--iters", "2", "--warmup", "1"]
         first = subprocess.run([binary, "eval", str(task), str(cand), "--json"] + judge, capture_output=True,
                                text=True, env=env)
         if first.returncode != 0:
