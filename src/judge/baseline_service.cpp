@@ -12,7 +12,7 @@ namespace ax {
 json Baseline::ToJson() const { return {{"median_ms", median_ms}, {"wall_ms", wall_ms}, {"gap_ms", gap_ms}}; }
 
 BaselineService::BaselineService(const PoolConfig& cfg, DeviceIdentity* dev, JudgeCache* cache,
-                                 std::shared_mutex* exec_mu, int workers)
+                                 DeviceLock* exec_mu, int workers)
     : cfg_(cfg), dev_(dev), cache_(cache), exec_mu_(exec_mu) {
   for (int i = 0; i < std::max(1, workers); ++i) {
     workers_.push_back(std::make_unique<TrustedWorker>(cfg_, dev_, "baseline"));
@@ -53,7 +53,7 @@ Status BaselineService::Ensure(const TaskRef& task, const JudgeOptions& o, const
   {
     // torch.compile and its first call share the device; only the timed
     // loop holds it alone.
-    std::shared_lock<std::shared_mutex> shared(*exec_mu_);
+    std::shared_lock<DeviceLock> shared(*exec_mu_);
     TaskInfo info;
     Status s = t->EnsureTask(task, o, &info);
     if (!s.ok()) return s;
@@ -69,7 +69,7 @@ Status BaselineService::Ensure(const TaskRef& task, const JudgeOptions& o, const
   req["mode"] = mode;
   Reply r;
   {
-    std::lock_guard<std::shared_mutex> exclusive(*exec_mu_);
+    std::lock_guard<DeviceLock> exclusive(*exec_mu_);
     r = t->Request(req, o.compile_timeout_s + o.run_timeout_s);
   }
   if (r.kind != Reply::kOk || !r.body.value("ok", false)) return failed(r, "");

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "judge/device_identity.h"
+#include "judge/device_lock.h"
 #include "judge/judge.h"
 #include "judge/judge_cache.h"
 #include "judge/trusted_worker.h"
@@ -30,7 +31,7 @@ struct Baseline {
 class BaselineService {
  public:
   // exec_mu: the device's execution lock (timing holds it alone).
-  BaselineService(const PoolConfig& cfg, DeviceIdentity* dev, JudgeCache* cache, std::shared_mutex* exec_mu,
+  BaselineService(const PoolConfig& cfg, DeviceIdentity* dev, JudgeCache* cache, DeviceLock* exec_mu,
                   int workers);
 
   // One baseline (mode "eager" or "compile"). Requires nothing held.
@@ -43,7 +44,7 @@ class BaselineService {
   const PoolConfig& cfg_;
   DeviceIdentity* dev_;
   JudgeCache* cache_;
-  std::shared_mutex* exec_mu_;
+  DeviceLock* exec_mu_;
   std::vector<std::unique_ptr<TrustedWorker>> workers_;
 };
 

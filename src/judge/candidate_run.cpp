@@ -176,7 +176,7 @@ class CandidateRun {
     // The task: valid, and what its outputs look like (trusted worker).
     TaskInfo info;
     {
-      std::shared_lock<std::shared_mutex> exec(st->exec_mu);
+      std::shared_lock<DeviceLock> exec(st->exec_mu);
       std::lock_guard<std::mutex> ref(st->ref.mu());
       res.status = st->ref.EnsureTask(req.task, o, &info);
       if (!res.status.ok()) {
@@ -307,7 +307,7 @@ class CandidateRun {
 
     // 2. Correctness trials share the device with other candidates' trials
     //    (not with timing runs); the reference serves one comparison at a time.
-    std::shared_lock<std::shared_mutex> shared(st->exec_mu);
+    std::shared_lock<DeviceLock> shared(st->exec_mu);
     phase("wait");
     auto ensure = [&]() -> bool {
       TaskInfo again;
@@ -334,7 +334,7 @@ class CandidateRun {
     // compare the outputs. Outputs go device to device where both sides can;
     // if that fails, this candidate's outputs go through files from then on
     // and the request is repeated. Returns false with the verdict filled.
-    auto deliver = [&](json wreq, const std::string& phase, bool is_final, std::shared_lock<std::shared_mutex>* held,
+    auto deliver = [&](json wreq, const std::string& phase, bool is_final, std::shared_lock<DeviceLock>* held,
                        const std::function<bool(const Reply&)>& check) -> bool {
       for (int attempt = 0;; ++attempt) {
         const bool vmm = use_vmm && st->transfer.device_to_device();
@@ -348,7 +348,7 @@ class CandidateRun {
           w->DrainFds();
           held->unlock();
           {
-            std::lock_guard<std::shared_mutex> alone(st->exec_mu);
+            std::lock_guard<DeviceLock> alone(st->exec_mu);
             r = w->Request(wreq, o.run_timeout_s);
           }
           held->lock();
@@ -409,7 +409,7 @@ class CandidateRun {
     };
     // `profile`: they run under the profiler, whose kernel list is the GPU's
     // evidence of what the candidate launched.
-    auto trials = [&](int count, unsigned long long base, int index0, std::shared_lock<std::shared_mutex>* held,
+    auto trials = [&](int count, unsigned long long base, int index0, std::shared_lock<DeviceLock>* held,
                       bool profile) -> bool {
       for (int k = 0; k < count; ++k) {
         unsigned long long seed = base + static_cast<unsigned long long>(k);
@@ -532,7 +532,7 @@ class CandidateRun {
     for (int attempt = 0; attempt < kClockAttempts; ++attempt) {
       std::optional<double> loop_ms;
       {
-        std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+        std::lock_guard<DeviceLock> exclusive(st->exec_mu);
         phase(attempt == 0 ? "wait_timing" : "wait_timing_again");
         loop_ms = NullLoopMs(req.task, o, treq);
         tr = w->Request(treq, o.run_timeout_s);
@@ -578,7 +578,7 @@ class CandidateRun {
     bool final_same;
     int wrong_call = checked;
     {
-      std::shared_lock<std::shared_mutex> again(st->exec_mu);
+      std::shared_lock<DeviceLock> again(st->exec_mu);
       auto check = [&](const Reply&) -> bool {
         if (Rejected(*v)) {
           v->status = kStatusRejected;
@@ -597,7 +597,7 @@ class CandidateRun {
     if (final_same && o.cuda()) {
       // The profiled trial holds the device alone, as the timing does: its
       // GPU span is the candidate's own kernels, not its neighbours'.
-      std::lock_guard<std::shared_mutex> exclusive(st->exec_mu);
+      std::lock_guard<DeviceLock> exclusive(st->exec_mu);
       if (!trials(1, seed0 + 11, o.trials, nullptr, true) || !launched_own()) return;
       if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
       v->gpu_span_ms = gpu_span;
@@ -621,7 +621,7 @@ class CandidateRun {
     bool suspicious = false;
     for (const auto& [mode, sp] : v->speedup) suspicious = suspicious || sp > o.speedup_recheck;
     if (suspicious) {
-      std::shared_lock<std::shared_mutex> again(st->exec_mu);
+      std::shared_lock<DeviceLock> again(st->exec_mu);
       if (!trials(o.recheck_trials, seed0 + 20011, o.trials + 1, &again, false)) {
         v->AddFlag("failed_recheck");
         return;

@@ -24,6 +24,19 @@ bool AllDigits(const std::string& s) {
 }
 }  // namespace
 
+std::string PhysicalGpuId(const std::string& device) {
+  std::string idx = device.size() > 5 ? device.substr(5) : "0";
+  if (const char* vis = getenv("CUDA_VISIBLE_DEVICES"); vis && *vis) {
+    std::vector<std::string> ids;
+    std::stringstream ss(vis);
+    std::string item;
+    while (std::getline(ss, item, ',')) ids.push_back(Trim(item));
+    const size_t i = static_cast<size_t>(std::atoi(idx.c_str()));
+    if (i < ids.size()) return ids[i];
+  }
+  return idx;
+}
+
 int VisibleGpuCount() {
   if (const char* vis = getenv("CUDA_VISIBLE_DEVICES")) {
     std::string s = Trim(vis);

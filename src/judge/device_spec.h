@@ -23,6 +23,10 @@ struct DeviceSpec {
 // An empty spec is the default: the first GPU if there is one, else the CPU.
 Status ParseDeviceSpec(const std::string& spec, int visible_gpus, DeviceSpec* out);
 
+// The physical GPU behind "cuda:N" in this process's numbering: entry N of
+// CUDA_VISIBLE_DEVICES when it is set (an index or a UUID), else N.
+std::string PhysicalGpuId(const std::string& device);
+
 // The GPUs this process can see: CUDA_VISIBLE_DEVICES when it is set (its
 // entries; empty: none), else the /dev/nvidiaN device files.
 int VisibleGpuCount();

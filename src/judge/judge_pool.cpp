@@ -126,7 +126,7 @@ class JudgePool : public Judge {
     DeviceSlot* slot = Place(opts.device, task.hash, opts);
     if (!slot) return Status::Error("device " + opts.device + " is not in this judge pool");
     DeviceContext& d = slot->ctx;
-    std::shared_lock<std::shared_mutex> exec(d.exec_mu);
+    std::shared_lock<DeviceLock> exec(d.exec_mu);
     std::lock_guard<std::mutex> ref(d.ref.mu());
     Status s = d.ref.EnsureTask(task, opts, info);
     if (s.ok()) NoteFootprint(task.hash, info->footprint_bytes);
@@ -138,7 +138,7 @@ class JudgePool : public Judge {
     if (!slot) return Status::Error("device " + opts.device + " is not in this judge pool");
     DeviceContext& d = slot->ctx;
     JudgeOptions o = opts.Resolved();
-    std::shared_lock<std::shared_mutex> exec(d.exec_mu);
+    std::shared_lock<DeviceLock> exec(d.exec_mu);
     std::lock_guard<std::mutex> ref(d.ref.mu());
     TaskInfo info;
     Status s = d.ref.EnsureTask(task, o, &info);

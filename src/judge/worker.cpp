@@ -1,5 +1,7 @@
 #include "judge/worker.h"
 
+#include "judge/device_spec.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -45,21 +47,7 @@ std::map<std::string, std::string> WorkerEnvironment(const WorkerConfig& cfg) {
     env["CUDA_VISIBLE_DEVICES"] = "";
   } else {
     // cuda:N -> the worker sees exactly one GPU, as cuda:0.
-    std::string idx = cfg.device.size() > 5 ? cfg.device.substr(5) : "0";
-    if (const char* vis = getenv("CUDA_VISIBLE_DEVICES"); vis && *vis) {
-      // Map through the parent's own visible list.
-      std::vector<std::string> ids;
-      std::string s = vis;
-      size_t start = 0;
-      while (start <= s.size()) {
-        size_t end = s.find(',', start);
-        if (end == std::string::npos) end = s.size();
-        ids.push_back(s.substr(start, end - start));
-        start = end + 1;
-      }
-      size_t i = static_cast<size_t>(std::atoi(idx.c_str()));
-      if (i < ids.size()) idx = ids[i];
-    }
+    std::string idx = PhysicalGpuId(cfg.device);
     env["CUDA_VISIBLE_DEVICES"] = idx;
   }
   return env;
