@@ -23,7 +23,7 @@ Status BaselineService::Ensure(const TaskRef& task, const JudgeOptions& o, const
   const std::string torch_version = dev_->env().value("torch", "");
   json keyj = {{"task", task.hash}, {"mode", mode}, {"device", dev_->name()}, {"torch", torch_version},
                {"warmup", o.warmup}, {"iters", o.iters}, {"sets", o.input_sets}, {"flush", o.flush_bytes},
-               {"init_seed", o.init_seed}};
+               {"init_seed", o.init_seed}, {"judge", kJudgeRevision}};
   const std::string key = Sha256Hex(keyj.dump());
   auto cached = [&]() {
     if (!o.use_cache) return false;

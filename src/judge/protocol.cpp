@@ -57,7 +57,7 @@ nlohmann::json JudgeOptions::ProtocolJson() const {
   nlohmann::json j = {{"tolerance", o.tolerance}, {"trials", o.trials}, {"time", o.time},
                       {"warmup", o.warmup},       {"iters", o.iters},   {"input_sets", o.input_sets},
                       {"flush_bytes", o.flush_bytes}, {"baselines", o.baselines},
-                      {"init_seed", o.init_seed}, {"recheck", o.recheck_trials}};
+                      {"init_seed", o.init_seed}, {"recheck", o.recheck_trials}, {"judge", kJudgeRevision}};
   if (o.seed) j["seed"] = *o.seed;
   return j;
 }

@@ -24,6 +24,11 @@ struct Tolerance {
 Status LookupTolerance(const std::string& name, Tolerance* out);
 const std::vector<std::string>& ToleranceNames();
 
+// The judge's revision: part of every cache key, so that verdicts and
+// baselines measured by a judge whose checks or timing loop differ are never
+// served by this one. Raise it whenever either changes.
+inline constexpr int kJudgeRevision = 2;
+
 struct JudgeOptions {
   std::string device = "cpu";          // "cpu" or "cuda:N"
   std::string tolerance = "strict";

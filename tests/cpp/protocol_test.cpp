@@ -181,6 +181,7 @@ TEST(JudgeOptionsTest, ProtocolJsonContents) {
   EXPECT_EQ(j["flush_bytes"], 0);
   EXPECT_EQ(j["baselines"], nlohmann::json::array({"eager"}));
   EXPECT_EQ(j["init_seed"], 42);
+  EXPECT_EQ(j["judge"], kJudgeRevision);  // verdicts of an earlier judge are not served
   EXPECT_FALSE(j.contains("seed"));
 }
 
