@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up adaexplore on a fresh Debian/Ubuntu machine: system packages (when
-# run as root and something is missing), the C++ build in build/, and the
-# judge worker's Python environment in .venv/. Safe to run again.
+# run as root and something is missing), the C++ build in build/ (with the
+# Python extension in build/python), and the judge worker's Python
+# environment in .venv/. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev
-      libgtest-dev libcurl4-openssl-dev libcpp-httplib-dev libhiredis-dev redis-server procps chromium)
+      libgtest-dev libcurl4-openssl-dev libcpp-httplib-dev libhiredis-dev redis-server procps chromium ccache)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,6 +44,8 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The Python extension (build/python/adaexplore) is built against .venv's Python.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADAEXPLORE_PYTHON_MODULE=ON \
+  -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build build
 echo "setup: ready (build/adaexplore, .venv)"

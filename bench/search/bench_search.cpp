@@ -326,7 +326,7 @@ Totals RunTasks(const Setup& su, const Prompts& prompts, const std::string& dir)
       LlmProposer proposer(&prompts, &caller);
       tl_fake_wall = tl_fake_cpu = 0;
       double last_w = NowSeconds(), last_c = ThreadCpu(), last_fw = 0, last_fc = 0;
-      auto progress = [&](const std::string&, const std::string&) {
+      auto progress = [&](const Progress&) {
         double w = NowSeconds(), c = ThreadCpu();
         run.step_wall.push_back((w - last_w) - (tl_fake_wall - last_fw));
         run.step_cpu.push_back((c - last_c) - (tl_fake_cpu - last_fc));

@@ -12,6 +12,7 @@
 
 #include "adapt/catalogue.h"
 #include "adapt/task_signature.h"
+#include "common/install_paths.h"
 #include "common/util.h"
 #include "judge/task.h"
 #include "llm/extract.h"
@@ -430,7 +431,7 @@ std::string SynthResult::Summary(const SynthOptions& o) const {
 SynthResult Synthesize(const SynthOptions& o, Judge* judge) { return Synthesizer(o, judge).Run(); }
 
 std::string DefaultExamplesDir() {
-  std::string src = ADAEXPLORE_SOURCE_DIR;
+  std::string src = SourceDir();
   std::string kb = src + "/../shared/datasets/kernelbench/level1";
   std::error_code ec;
   if (fs::is_directory(kb, ec)) return fs::weakly_canonical(kb, ec).string();

@@ -159,9 +159,7 @@ class RemoteJudge : public Judge {
       std::fprintf(stderr, "judge: %s; reconnecting (the run stops if it stays unreachable for %.0f s)\n",
                    s.message().c_str(), cfg_.deadline_s);
     }
-    if (now - down_since_ < cfg_.deadline_s) return false;
-    last_error_ = s.message();
-    return true;
+    return now - down_since_ >= cfg_.deadline_s;
   }
 
   void Recovered() {
@@ -389,7 +387,6 @@ class RemoteJudge : public Judge {
   Status broken_;
   std::mutex outage_mu_;
   double down_since_ = 0;
-  std::string last_error_;
   double last_warn_ = 0;
   std::thread sender_, reader_;
   int devices_ = 1;

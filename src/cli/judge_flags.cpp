@@ -11,8 +11,6 @@
 
 namespace ax::cli {
 
-void Fail(const std::string& msg) { std::fprintf(stderr, "adaexplore: %s\n", msg.c_str()); }
-
 void AddCommon(CLI::App* cmd, CommonFlags* f) {
   cmd->add_option("--device", f->device,
                   "cpu, cuda, cuda:N, a list cuda:0,cuda:1, or all (default: the first GPU if there is one, else cpu)");

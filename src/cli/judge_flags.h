@@ -52,6 +52,8 @@ Status MakeJudge(const CommonFlags& c, int workers, int max_spawns, std::unique_
 // Where the judge runs, for messages: "cuda:0,cuda:1" or the redacted broker URL.
 std::string JudgeWhere(const CommonFlags& c);
 
+// One line to stderr as "adaexplore: MESSAGE" (or to the sink that
+// SetFailSink in cli_support.h installed).
 void Fail(const std::string& msg);
 
 }  // namespace ax::cli

@@ -23,15 +23,12 @@
 #include "judge/judge.h"
 #include "judge/judge_cache.h"
 #include "judge/placement.h"
+#include "common/install_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace ax {
-
-#ifndef ADAEXPLORE_SOURCE_DIR
-#define ADAEXPLORE_SOURCE_DIR "."
-#endif
 
 PoolConfig DefaultPoolConfig() {
   PoolConfig c;
@@ -39,10 +36,9 @@ PoolConfig DefaultPoolConfig() {
     const char* v = getenv(k);
     return (v && *v) ? std::string(v) : dflt;
   };
-  std::string src = ADAEXPLORE_SOURCE_DIR;
-  std::string venv_python = src + "/.venv/bin/python";
+  std::string venv_python = SourceDir() + "/.venv/bin/python";
   c.python = env("ADAEXPLORE_PYTHON", access(venv_python.c_str(), X_OK) == 0 ? venv_python : "python3");
-  c.worker_dir = env("ADAEXPLORE_WORKER_DIR", src + "/python");
+  c.worker_dir = WorkerDir();
   std::string home = env("HOME", "/tmp");
   c.cache_dir = env("ADAEXPLORE_CACHE_DIR", env("XDG_CACHE_HOME", home + "/.cache") + "/adaexplore");
   std::string shm_ok = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : env("TMPDIR", "/tmp");

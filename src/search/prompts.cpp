@@ -4,11 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/install_paths.h"
 #include "common/util.h"
-
-#ifndef ADAEXPLORE_SOURCE_DIR
-#define ADAEXPLORE_SOURCE_DIR "."
-#endif
 
 namespace ax::search {
 
@@ -86,8 +83,7 @@ Status RenderTemplate(const std::string& tmpl, const std::map<std::string, std::
 }
 
 std::string Prompts::DefaultDir() {
-  if (const char* d = getenv("ADAEXPLORE_PROMPTS_DIR"); d && *d) return d;
-  return std::string(ADAEXPLORE_SOURCE_DIR) + "/prompts";
+  return PromptsDir();
 }
 
 Status Prompts::Load(const std::string& dir_in, Prompts* out) {

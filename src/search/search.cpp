@@ -185,6 +185,12 @@ Outcome TaskSearch::Judge1(const std::string& source, Verdict* verdict, Status* 
   return OutcomeOf(r.verdict);
 }
 
+std::optional<double> TaskSearch::BestSpeedup() const {
+  int best = tree_.best();
+  if (best < 0) return std::nullopt;
+  return tree_.node(best).outcome.speedup;
+}
+
 Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
   const double t0 = NowSeconds();
   result->task = task_.name;
@@ -214,7 +220,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
     if (p.infra_failure) {
       // The LLM failed, not the kernel: no node, no reward; the step is spent.
       result->steps_done = step + 1;
-      if (progress_) progress_(task_.name, "step " + std::to_string(step + 1) + ": " + FirstLine(p.note, 200));
+      if (progress_) progress_({task_.name, "step " + std::to_string(step + 1) + ": " + FirstLine(p.note, 200), step + 1, cfg_.steps, BestSpeedup()});
       continue;
     }
     Outcome o;
@@ -253,7 +259,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
       std::snprintf(buf, sizeof buf, "step %d/%d %s from node %d: %s | best %s", step + 1, cfg_.steps,
                     large ? "large" : "small", node, FirstLine(VerdictLine(o), 120).c_str(),
                     best >= 0 ? (std::to_string(tree_.node(best).outcome.speedup).substr(0, 5) + "x").c_str() : "none");
-      progress_(task_.name, buf);
+      progress_({task_.name, buf, step + 1, cfg_.steps, BestSpeedup()});
     }
   }
   auto finish = [&]() -> Status {
@@ -289,7 +295,10 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
     if (!r.status.ok() || !r.verdict.correct) {
       std::string why = r.status.ok() ? VerdictLine(OutcomeOf(r.verdict)) : "judge: " + r.status.message();
       result->retime_failures.push_back({{"node", id}, {"reason", FirstLine(why, 300)}});
-      if (progress_) progress_(task_.name, "re-timing node " + std::to_string(id) + " failed: " + FirstLine(why, 200));
+      if (progress_) {
+        progress_({task_.name, "re-timing node " + std::to_string(id) + " failed: " + FirstLine(why, 200), 0, cfg_.steps,
+                   BestSpeedup()});
+      }
       continue;
     }
     double ms = r.verdict.runtime_ms.value_or(0.0);

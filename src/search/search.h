@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,16 @@ struct TaskResult {
   static bool FromStored(const nlohmann::json& j, TaskResult* out);
 };
 
-// One line per step, for the live display.
-using ProgressFn = std::function<void(const std::string& task, const std::string& line)>;
+// One event per step (and per failed re-timing), for the live display: the
+// line to show, and the figures a progress bar needs.
+struct Progress {
+  std::string task;
+  std::string line;
+  int step = 0;   // the step just done (1-based); 0 for an event that is not a step
+  int steps = 0;  // the task's step budget
+  std::optional<double> best_speedup;  // the best correct candidate's, so far
+};
+using ProgressFn = std::function<void(const Progress& p)>;
 
 class TaskSearch {
  public:
@@ -70,6 +79,7 @@ class TaskSearch {
   Outcome Judge1(const std::string& source, Verdict* verdict, Status* fatal);
   StepContext Context(int node, bool large);
   ShownKernel Show(int node) const;
+  std::optional<double> BestSpeedup() const;  // the tree's best correct candidate's
 
   TaskRef task_;
   Judge* judge_;

@@ -64,6 +64,7 @@ class SearchTest : public ::testing::Test {
     TaskResult result;
     Tree tree;
     std::vector<std::string> progress;
+    std::vector<Progress> events;
   };
 
   Ran RunSearch(Proposer* proposer, SearchConfig cfg, RunStore* store = nullptr,
@@ -71,7 +72,10 @@ class SearchTest : public ::testing::Test {
     Ran r;
     JudgeOptions jo;
     TaskSearch search(task_, &judge_, jo, proposer, store, std::move(cfg),
-                      [&r](const std::string& task, const std::string& line) { r.progress.push_back(line); },
+                      [&r](const Progress& p) {
+                        r.progress.push_back(p.line);
+                        r.events.push_back(p);
+                      },
                       std::move(budget));
     r.status = search.Run(out.empty() ? out_ : out, &r.result);
     r.tree = search.tree();
@@ -127,6 +131,15 @@ TEST_F(SearchTest, WritesTheFastestCorrectCandidateToBestPy) {
   ASSERT_EQ(r.progress.size(), 5u);
   EXPECT_EQ(r.progress[0].rfind("step 1/5 large from node 0: compile_error", 0), 0u) << r.progress[0];
   EXPECT_TRUE(Has(r.progress[4], "| best 3.000x")) << r.progress[4];
+  // The events carry the figures a progress bar needs, not only the line.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.events[i].step, i + 1);
+    EXPECT_EQ(r.events[i].steps, 5);
+    EXPECT_EQ(r.events[i].task, r.result.task);
+  }
+  EXPECT_FALSE(r.events[0].best_speedup.has_value());  // the first candidate did not compile
+  ASSERT_TRUE(r.events[4].best_speedup.has_value());
+  EXPECT_DOUBLE_EQ(*r.events[4].best_speedup, 3.0);
 }
 
 TEST_F(SearchTest, TheFinalReTimingDecidesTheWinner) {
