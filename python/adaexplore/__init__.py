@@ -12,10 +12,10 @@ See docs/python.md.
 """
 
 from ._errors import AdaexploreError, InvalidInputError, JudgeUnavailableError
-from ._api import Verdict, Result, Report, evaluate, optimize, report, load
+from ._api import Verdict, Result, Report, evaluate, optimize, bench, report, load
 from ._engine import __version__
 
 __all__ = [
     "AdaexploreError", "InvalidInputError", "JudgeUnavailableError",
-    "Verdict", "Result", "Report", "evaluate", "optimize", "report", "load", "__version__",
+    "Verdict", "Result", "Report", "evaluate", "optimize", "bench", "report", "load", "__version__",
 ]

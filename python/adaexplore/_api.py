@@ -1,4 +1,4 @@
-"""evaluate, optimize, report and load: the engine's commands as functions.
+"""evaluate, optimize, bench, report and load: the engine's commands as functions.
 
 Every function builds the command line's flags from its keyword arguments and
 calls the engine in-process (adaexplore._engine); the run folders are the
@@ -174,6 +174,31 @@ def optimize(task, example_inputs=None, proposer="builtin", steps=8, out=None, d
     best_source = open(best_file).read() if t.get("best_node", -1) >= 0 and os.path.exists(best_file) else ""
     return Result(run_dir=out, status=status, best_source=best_source, speedup=dict(t.get("speedup") or {}),
                   runtime_ms=t.get("runtime_ms"), summary=run)
+
+
+def bench(tasks, out, proposer="builtin", steps=8, jobs=1, device=None, progress=None, resume=False,
+          **search_options):
+    """Optimizes many tasks (a folder, a KernelBench level, or a list of task files) in one run; returns its Report.
+
+    The command line's `bench`: `jobs` tasks searched at once per device, one judge pool and one LLM budget,
+    OUT/TASK/best.py per task; load(OUT, task=NAME) loads one. Same keywords and Ctrl-C as optimize().
+    """
+    specs = [_task_spec(t) for t in tasks] if isinstance(tasks, (list, tuple)) else [_task_spec(tasks)]
+    out = os.path.abspath(os.fspath(out))
+    options = _worker_python(dict(search_options, proposer=proposer, steps=steps, out=out, device=device, jobs=jobs,
+                                  resume=bool(resume)))
+    sink, close = _progress_sink(progress)
+    try:
+        reply = _engine.optimize(specs, True, to_flags(options), sink)
+    finally:
+        close()
+    if reply.get("callback_error") is not None:
+        raise reply["callback_error"]
+    if reply.get("code") == 130:
+        raise KeyboardInterrupt("interrupted: the run is saved in %s; bench(..., out=%r, resume=True) continues it"
+                                % (out, out))
+    raise_for(reply, "bench")
+    return report(out)
 
 
 class Report:

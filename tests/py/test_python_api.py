@@ -151,6 +151,19 @@ def test_load_refuses_a_changed_task(task_run, tmp_path):
         adaexplore.load(run, task=ROOT / "tests" / "py" / "api_other_task.py")
 
 
+def test_bench_of_two_tasks(tmp_path):
+    rep = adaexplore.bench([EXAMPLE_TASK, ROOT / "tests" / "py" / "api_other_task.py"], tmp_path / "b", steps=1,
+                           jobs=2, progress=False, **FAST)
+    assert isinstance(rep, adaexplore.Report)
+    assert sorted(t["task"] for t in rep.tasks) == ["1_BiasReLUScale", "api_other_task"]
+    assert all(t["correct"] for t in rep.tasks), rep.tasks
+    m = adaexplore.load(tmp_path / "b", task="api_other_task")
+    x = torch.randn(8, 8)
+    assert torch.allclose(m(x), torch.tanh(x), atol=1e-6)
+    with pytest.raises(adaexplore.InvalidInputError, match="holds 2 tasks"):
+        adaexplore.load(tmp_path / "b")
+
+
 def test_load_and_report_of_a_missing_run(tmp_path):
     with pytest.raises(adaexplore.InvalidInputError, match="no run folder"):
         adaexplore.load(tmp_path / "nothing-here")
@@ -158,12 +171,15 @@ def test_load_and_report_of_a_missing_run(tmp_path):
         adaexplore.report(tmp_path / "nothing-here")
 
 
-def test_optimize_own_module(tmp_path):
+def test_optimize_own_module(tmp_path, capsys):
     torch.manual_seed(5)
     mine = api_modules.GatedBlock(32, 48, gain=3.0)
     x = torch.randn(16, 32)
-    r = adaexplore.optimize(mine, (x,), steps=2, out=tmp_path / "mine", progress=False, **FAST)
+    r = adaexplore.optimize(mine, (x,), steps=2, out=tmp_path / "mine", **FAST)
     assert r.status == "found", r.summary
+    # progress=None: a tqdm bar per task (tqdm is in the project's requirements).
+    err = capsys.readouterr().err
+    assert "GatedBlock" in err and "2/2" in err and "best" in err, err
     task_file = tmp_path / "mine" / "task" / "GatedBlock.py"
     text = task_file.read_text()
     assert "def shifted_gelu" in text and "SHIFT = 0.25" in text and "'gain': 3.0" in text
