@@ -122,6 +122,22 @@ def _progress_sink(progress):
     return on_event, lambda: [b.close() for b in bars.values()]
 
 
+def _search(specs, bench, options, progress, what, out):
+    """Runs optimize or bench in the engine; raises as the reply says; returns the run (summary.json)."""
+    sink, close = _progress_sink(progress)
+    try:
+        reply = _engine.optimize(specs, bench, to_flags(options), sink)
+    finally:
+        close()
+    if reply.get("callback_error") is not None:
+        raise reply["callback_error"]
+    if reply.get("code") == 130:
+        raise KeyboardInterrupt("interrupted: the run is saved in %s; %s(..., out=%r, resume=True) continues it"
+                                % (out, what, out))
+    raise_for(reply, what)
+    return reply.get("run") or {}
+
+
 def optimize(task, example_inputs=None, proposer="builtin", steps=8, out=None, device=None, progress=None,
              resume=False, name=None, init_args=None, **search_options):
     """Searches for the fastest correct kernel of a task; returns a Result.
@@ -152,18 +168,7 @@ def optimize(task, example_inputs=None, proposer="builtin", steps=8, out=None, d
         spec = _task_spec(task)
     options = _worker_python(dict(search_options, proposer=proposer, steps=steps, out=out, device=device,
                                   resume=bool(resume)))
-    sink, close = _progress_sink(progress)
-    try:
-        reply = _engine.optimize([spec], False, to_flags(options), sink)
-    finally:
-        close()
-    if reply.get("callback_error") is not None:
-        raise reply["callback_error"]
-    if reply.get("code") == 130:
-        raise KeyboardInterrupt("interrupted: the run is saved in %s; optimize(..., out=%r, resume=True) continues it"
-                                % (out, out))
-    raise_for(reply, "optimize")
-    run = reply.get("run") or {}
+    run = _search([spec], False, options, progress, "optimize", out)
     tasks = run.get("tasks") or [{}]
     t = tasks[0]
     status = t.get("status", "")
@@ -187,17 +192,7 @@ def bench(tasks, out, proposer="builtin", steps=8, jobs=1, device=None, progress
     out = os.path.abspath(os.fspath(out))
     options = _worker_python(dict(search_options, proposer=proposer, steps=steps, out=out, device=device, jobs=jobs,
                                   resume=bool(resume)))
-    sink, close = _progress_sink(progress)
-    try:
-        reply = _engine.optimize(specs, True, to_flags(options), sink)
-    finally:
-        close()
-    if reply.get("callback_error") is not None:
-        raise reply["callback_error"]
-    if reply.get("code") == 130:
-        raise KeyboardInterrupt("interrupted: the run is saved in %s; bench(..., out=%r, resume=True) continues it"
-                                % (out, out))
-    raise_for(reply, "bench")
+    _search(specs, True, options, progress, "bench", out)
     return report(out)
 
 

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 namespace ax::cli {
 
 namespace {
 
 std::atomic<int> g_interrupts{0};
+std::atomic<const char*> g_message{InterruptScope::kRunMessage};
 
 extern "C" void OnInterrupt(int sig) {
   if (g_interrupts.fetch_add(1) >= 1) {
@@ -16,16 +18,15 @@ extern "C" void OnInterrupt(int sig) {
     raise(sig);
     return;
   }
-  static const char kMsg[] =
-      "adaexplore: interrupted: finishing the candidates being judged, then saving the run (interrupt again to stop "
-      "now)\n";
-  ssize_t w = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  const char* msg = g_message.load();
+  ssize_t w = write(STDERR_FILENO, msg, strlen(msg));
   (void)w;
 }
 
 }  // namespace
 
-InterruptScope::InterruptScope() {
+InterruptScope::InterruptScope(const char* message) {
+  g_message.store(message);
   g_interrupts.store(0);
   struct sigaction sa {};
   sa.sa_handler = OnInterrupt;

@@ -1,4 +1,4 @@
-// Ctrl-C for long runs (optimize, bench, adapt, and the Python API's
+// Ctrl-C for long runs (optimize, bench, adapt, worker, and the Python API's
 // optimize): the first SIGINT or SIGTERM stops the run gracefully (no new
 // steps or tasks; the candidates being judged finish; the store and
 // summary.json are written, so --resume continues); a second one ends the
@@ -10,10 +10,14 @@
 namespace ax::cli {
 
 // Installs the handlers for its lifetime and restores the previous ones
-// (Python's, in the bindings) when it ends. The interrupt count starts at 0.
+// (Python's, in the bindings) when it ends. The interrupt count starts at 0;
+// the first signal writes `message` (a string literal) to stderr.
 class InterruptScope {
  public:
-  InterruptScope();
+  explicit InterruptScope(const char* message = kRunMessage);
+  static constexpr const char* kRunMessage =
+      "adaexplore: interrupted: finishing the candidates being judged, then saving the run (interrupt again to stop "
+      "now)\n";
   ~InterruptScope();
   InterruptScope(const InterruptScope&) = delete;
   InterruptScope& operator=(const InterruptScope&) = delete;

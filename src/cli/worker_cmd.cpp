@@ -1,6 +1,5 @@
 #include "cli/worker_cmd.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +17,8 @@
 #include "broker/keys.h"
 #include "broker/redis_cache.h"
 #include "broker/redis_client.h"
+#include "cli/cli_support.h"
+#include "cli/interrupt.h"
 #include "cli/judge_flags.h"
 #include "judge/device_spec.h"
 #include "judge/judge.h"
@@ -25,22 +26,6 @@
 namespace ax::cli {
 
 namespace {
-
-constexpr int kExitBadInput = 2;
-constexpr int kExitEnvironment = 3;
-
-std::atomic<int> g_stops{0};
-
-extern "C" void OnWorkerSignal(int sig) {
-  if (g_stops.fetch_add(1) >= 1) {
-    signal(sig, SIG_DFL);
-    raise(sig);
-    return;
-  }
-  static const char kMsg[] = "adaexplore worker: stopping: finishing the jobs in hand (signal again to stop now)\n";
-  ssize_t w = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
-  (void)w;
-}
 
 std::string Clock() {
   char buf[32];
@@ -152,15 +137,11 @@ int RunWorkerCommand(const WorkerFlags& f) {
     devices += (i ? ", " : "") + spec.devices[i] + " (" + names[i] + ")";
   }
   sc.log("devices " + devices + "; model " + sc.model);
-  struct sigaction sa {};
-  sa.sa_handler = OnWorkerSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  InterruptScope interrupt_scope("adaexplore worker: stopping: finishing the jobs in hand (signal again to stop now)\n");
   std::atomic<bool> stop{false};
   std::thread watcher([&] {
     while (!stop) {
-      if (g_stops.load() > 0) stop = true;
+      if (Interrupted()) stop = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
