@@ -281,9 +281,15 @@ def load(run_dir, task=None):
     row = next((t for t in rep.tasks if t["task"] == entry["name"]), None)
     if row is None or not row.get("correct") or not row.get("best_file"):
         raise InvalidInputError("load: %s has no correct kernel for %s" % (run_dir, entry["name"]), 2)
-    if not torch.cuda.is_available():
-        # Triton kernels run on the CPU only in Triton's interpreter (as the judge runs them there).
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if not torch.cuda.is_available() and "triton" in open(row["best_file"]).read():
+        # Triton kernels run on the CPU only in Triton's interpreter (as the judge runs them there),
+        # which Triton picks when it is first imported.
+        if os.environ.get("TRITON_INTERPRET", "").lower() not in ("1", "true", "on"):
+            if "triton" in sys.modules:
+                raise AdaexploreError("load: there is no GPU here, so the kernel's Triton code can only run in "
+                                      "Triton's interpreter, and triton was imported without it: set "
+                                      "TRITON_INTERPRET=1 before importing triton", 3)
+            os.environ["TRITON_INTERPRET"] = "1"
     task_mod = _import(task_file, "adaexplore_task")
     best = _import(row["best_file"], "adaexplore_best")
     init = list(task_mod.get_init_inputs())

@@ -151,6 +151,18 @@ def test_load_refuses_a_changed_task(task_run, tmp_path):
         adaexplore.load(run, task=ROOT / "tests" / "py" / "api_other_task.py")
 
 
+def test_load_without_a_gpu_says_when_triton_cannot_interpret(task_run):
+    """Triton picks its interpreter when first imported: load() after a plain `import triton` says so."""
+    script = ("import os, sys; os.environ.pop('TRITON_INTERPRET', None); sys.path.insert(0, %r); import triton; "
+              "import adaexplore\ntry:\n    adaexplore.load(%r)\nexcept adaexplore.AdaexploreError as e:\n"
+              "    print('REFUSED', e)" % (str(PKG), task_run["result"].run_dir))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    if "REFUSED" not in p.stdout and torch.cuda.is_available():
+        pytest.skip("a GPU runs the kernel without the interpreter")
+    assert "REFUSED load: there is no GPU here" in p.stdout and "TRITON_INTERPRET=1" in p.stdout, p.stdout + p.stderr
+
+
 def test_bench_of_two_tasks(tmp_path):
     rep = adaexplore.bench([EXAMPLE_TASK, ROOT / "tests" / "py" / "api_other_task.py"], tmp_path / "b", steps=1,
                            jobs=2, progress=False, **FAST)
