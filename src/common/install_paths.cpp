@@ -61,22 +61,25 @@ std::vector<ResourceLayout> ResourceLayouts(const std::string& code_dir, const s
   return out;
 }
 
-std::string PromptsDir() {
-  if (std::string e = Env("ADAEXPLORE_PROMPTS_DIR"); !e.empty()) return e;
+namespace {
+
+// The env variable's folder, else the first layout whose folder (member)
+// holds `marker`, else the source tree's.
+std::string Find(const char* env, std::string ResourceLayout::*member, const char* marker) {
+  if (std::string e = Env(env); !e.empty()) return e;
   auto layouts = ResourceLayouts(CodeDir(), SourceDir());
   for (const auto& l : layouts) {
-    if (IsFile(l.prompts + "/system.txt")) return l.prompts;
+    if (IsFile(l.*member + "/" + marker)) return l.*member;
   }
-  return layouts.back().prompts;
+  return layouts.back().*member;
 }
 
+}  // namespace
+
+std::string PromptsDir() { return Find("ADAEXPLORE_PROMPTS_DIR", &ResourceLayout::prompts, "system.txt"); }
+
 std::string WorkerDir() {
-  if (std::string e = Env("ADAEXPLORE_WORKER_DIR"); !e.empty()) return e;
-  auto layouts = ResourceLayouts(CodeDir(), SourceDir());
-  for (const auto& l : layouts) {
-    if (IsFile(l.worker + "/adaexplore_worker/__main__.py")) return l.worker;
-  }
-  return layouts.back().worker;
+  return Find("ADAEXPLORE_WORKER_DIR", &ResourceLayout::worker, "adaexplore_worker/__main__.py");
 }
 
 }  // namespace ax

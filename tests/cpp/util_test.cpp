@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/install_paths.h"
 #include "common/util.h"
 
 namespace ax {
@@ -259,6 +260,34 @@ TEST(NowSecondsTest, MonotonicAndAdvances) {
     EXPECT_GE(t, prev);
     prev = t;
   }
+}
+
+// Where an installed binary or the Python extension looks for its prompts
+// and worker: the install prefix's share/, then the wheel's package folder,
+// then the source tree, in that order.
+TEST(InstallPathsTest, LayoutsInSearchOrder) {
+  auto l = ResourceLayouts("/opt/ax/bin", "/src");
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].prompts, "/opt/ax/share/adaexplore/prompts");
+  EXPECT_EQ(l[0].worker, "/opt/ax/share/adaexplore/python");
+  EXPECT_EQ(l[1].prompts, "/opt/ax/bin/prompts");
+  EXPECT_EQ(l[1].worker, "/opt/ax");
+  EXPECT_EQ(l[2].prompts, "/src/prompts");
+  EXPECT_EQ(l[2].worker, "/src/python");
+  // Without a code folder, only the source tree.
+  auto only = ResourceLayouts("", "/src");
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only[0].worker, "/src/python");
+}
+
+TEST(InstallPathsTest, EnvironmentOverridesAndTheTestBinaryFindsTheSourceTree) {
+  EXPECT_FALSE(CodeDir().empty());
+  setenv("ADAEXPLORE_PROMPTS_DIR", "/elsewhere/prompts", 1);
+  EXPECT_EQ(PromptsDir(), "/elsewhere/prompts");
+  unsetenv("ADAEXPLORE_PROMPTS_DIR");
+  unsetenv("ADAEXPLORE_WORKER_DIR");
+  EXPECT_EQ(PromptsDir(), SourceDir() + "/prompts");  // build/ holds no prompts of its own
+  EXPECT_EQ(WorkerDir(), SourceDir() + "/python");
 }
 
 }  // namespace
