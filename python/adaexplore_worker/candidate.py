@@ -8,6 +8,7 @@ import torch
 
 import adaexplore_worker
 
+from . import builds as builds_mod
 from . import common
 from . import guard as guard_mod
 from . import transfer
@@ -45,6 +46,8 @@ class CandidateRole:
         self.guard = None
         self.counter = None
         self.own = []
+        self.builds = builds_mod.BuildEvents(proto)
+        self._warm_seed = 0
 
     # -- helpers ---------------------------------------------------------
     def _integrity(self):
@@ -69,12 +72,14 @@ class CandidateRole:
     # -- operations ------------------------------------------------------
     def op_load(self, req):
         self.device = req["device"]
+        self._warm_seed = req["warm_seed"]
         if req.get("extensions_dir"):
             # CUDA extensions build here, keyed by the candidate's source: a
             # candidate judged again (or resumed) never compiles twice.
             os.environ["TORCH_EXTENSIONS_DIR"] = req["extensions_dir"]
         common.configure_numerics()
         self.counter = guard_mod.LaunchCounter()
+        self.builds.install()
         try:
             self.task = common.load_module(req["task"], "adaexplore_task")
         except Exception as exc:  # validated earlier, so this is an environment problem
@@ -103,21 +108,30 @@ class CandidateRole:
             status, text = classify(exc, "init")
             return self._fail(status, text)
         self.guard.check()
-        # One call on throw-away inputs: triggers Triton's JIT and lazy builds so
-        # that the trials and the timing see a compiled kernel.
+        # Outputs can go to the trusted side device to device when this
+        # process can export device memory and has a descriptor channel.
+        self.vmm = bool(self.channel is not None and self.device.startswith("cuda") and transfer.available())
+        flags = self._integrity()
+        return {"ok": True, "own_kernels": self.own, "vmm": self.vmm, **flags}
+
+    def op_warm(self, req):
+        """One call on throw-away inputs: triggers Triton's JIT and lazy builds so
+        that the trials and the timing see a compiled kernel. The builds it
+        starts are reported as build events: the judge's deadline for the call
+        itself excludes them."""
+        if self.model is None:
+            return self._fail("runtime_error", "no candidate loaded")
         try:
-            inputs = common.make_inputs(self.task, req["warm_seed"], self.device)
+            inputs = common.make_inputs(self.task, self._warm_seed, self.device)
             with torch.no_grad():
                 self.model(*inputs)
             common.sync(self.device)
         except Exception as exc:
             status, text = classify(exc, "run")
             return self._fail(status, text)
-        # Outputs can go to the trusted side device to device when this
-        # process can export device memory and has a descriptor channel.
-        self.vmm = bool(self.channel is not None and self.device.startswith("cuda") and transfer.available())
-        flags = self._integrity()
-        return {"ok": True, "own_kernels": self.own, "vmm": self.vmm, **flags}
+        finally:
+            self.builds.reset()
+        return {"ok": True, **self._integrity()}
 
     def op_trial(self, req):
         seed, out_dir, index = req["seed"], req["out_dir"], req["index"]
@@ -176,7 +190,7 @@ class CandidateRole:
                 flush = torch.empty(int(flush_bytes) // 4, dtype=torch.int32, device=self.device)
             except torch.OutOfMemoryError:
                 timed = False
-        spans, busy = [], []
+        spans, busy, breakdowns = [], [], []
         names, out = set(), None
         # Every call starts from the generators' state after the inputs were made, as the
         # reference's call did: a task that draws random numbers in its forward (dropout in
@@ -200,14 +214,18 @@ class CandidateRole:
                     names.add(ev.name)
                     tr = getattr(ev, "time_range", None)
                     if tr is not None and tr.end >= tr.start:
-                        times.append((tr.start, tr.end))
+                        times.append((ev.name, tr.start, tr.end))
             if times:
-                spans.append((max(e for _, e in times) - min(s for s, _ in times)) / 1e3)
-                busy.append(sum(e - s for s, e in times) / 1e3)
+                spans.append((max(e for _, _, e in times) - min(s for _, s, _ in times)) / 1e3)
+                busy.append(sum(e - s for _, s, e in times) / 1e3)
+                breakdowns.append(kernel_breakdown(times))
         del flush
         gpu = {}
         if spans and timed:
-            gpu = {"gpu_span_ms": spans, "gpu_busy_ms": busy}
+            # The breakdown of the call whose busy time is the median (the judge's figure),
+            # so that its kernels' times add up to that figure.
+            median = sorted(range(len(busy)), key=lambda i: busy[i])[(len(busy) - 1) // 2]
+            gpu = {"gpu_span_ms": spans, "gpu_busy_ms": busy, "gpu_kernel_times": breakdowns[median]}
         return sorted(names)[:200], gpu, out
 
     def _write(self, outs, out_dir, stem, transport=None):
@@ -277,7 +295,7 @@ class CandidateRole:
         the task's module, what they call, and the harness's own objects."""
         main = sys.modules.get("__main__")
         # With what the timer calls during the loop, compared after every timed call.
-        modules = [(adaexplore_worker, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs", "gc",
+        modules = [(adaexplore_worker, ()), (builds_mod, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs", "gc",
                                                       "checked_call", "_perf_counter", "_urandom", "torch")),
                    (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs",))]
         if main is not None and getattr(getattr(main, "__spec__", None), "name", "") == "adaexplore_worker.__main__":
@@ -289,8 +307,26 @@ class CandidateRole:
             watched.append(("the protocol writer", self.proto, None))
         guard = self.guard = guard_mod.Guard(modules, watched)
         guard.watch(self, "the candidate role",
-                    ("channel", "proto", "guard", "counter", "task", "device", "own"), timing=False)
+                    ("channel", "proto", "guard", "counter", "task", "device", "own", "builds", "_warm_seed"),
+                    timing=False)
         return guard
+
+
+def kernel_breakdown(times, limit=50):
+    """The GPU activities of one call, `(name, start_us, end_us)`, summed by name:
+    `[{"name", "ms", "launches"}]`, the longest first; beyond `limit` names the
+    rest is one entry named "(other)"."""
+    by_name = {}
+    for name, start, end in times:
+        ms, n = by_name.get(name, (0.0, 0))
+        by_name[name] = (ms + (end - start) / 1e3, n + 1)
+    rows = [{"name": k, "ms": v[0], "launches": v[1]}
+            for k, v in sorted(by_name.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    if len(rows) > limit:
+        rest = rows[limit - 1:]
+        rows = rows[:limit - 1] + [{"name": "(other)", "ms": sum(r["ms"] for r in rest),
+                                    "launches": sum(r["launches"] for r in rest)}]
+    return rows
 
 
 def _same_bits(a, b):

@@ -97,9 +97,11 @@ class ReferenceRole:
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
         try:
-            outs_a = self._reference(task, probe[0])
+            outs_a, flops = self._counted(task, probe[0])
             peak = torch.cuda.max_memory_allocated() - before if cuda else 0
+            t0 = time.perf_counter()
             outs_b = self._reference(task, probe[1])
+            call_ms = (time.perf_counter() - t0) * 1e3
         except TypeError as exc:
             return {"ok": False, "error": "reference does not return tensors: " + _one_line(exc)}
         except Exception as exc:
@@ -124,7 +126,64 @@ class ReferenceRole:
             peak += sum(_nbytes(d) for d in described)
             del inputs
         params = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
-        return {"ok": True, "outputs": described, "degenerate": degenerate, "footprint_bytes": int(peak + params)}
+        try:  # shapes only: on the meta device where get_inputs() allows it
+            inputs = common.make_inputs(module, probe[0], "meta")
+        except Exception:
+            inputs = common.make_inputs(module, probe[0], device)
+        in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        del inputs
+        # What any implementation has to move at least (its inputs, weights and outputs once)
+        # and the matrix products' FLOPs: the verdict's roofline figures.
+        min_bytes = in_bytes + params + sum(_nbytes(d) for d in described)
+        return {"ok": True, "outputs": described, "degenerate": degenerate, "footprint_bytes": int(peak + params),
+                "call_ms": call_ms, "flops": flops, "min_bytes": int(min_bytes)}
+
+    def _counted(self, task, seed):
+        """The reference's outputs, and the FLOPs of its matrix products and convolutions
+        (torch's FLOP counter; None when the counter cannot follow the forward)."""
+        try:
+            from torch.utils.flop_counter import FlopCounterMode
+            counter = FlopCounterMode(display=False)
+            with counter:
+                outs = self._reference(task, seed)
+            return outs, int(counter.get_total_flops())
+        except (TypeError, ImportError):
+            raise
+        except Exception:
+            return self._reference(task, seed), None
+
+    def op_device_facts(self, req):
+        """The device as prompts and roofline figures describe it: name, SMs (CPU: cores),
+        memory, and two measured peaks: the copy bandwidth (read + write bytes per second of
+        a large device-to-device copy) and the fp32 matrix-product rate (no TF32)."""
+        device = req["device"]
+        cuda = device.startswith("cuda")
+        common.configure_numerics()
+        if cuda:
+            props = torch.cuda.get_device_properties(0)
+            facts = {"name": props.name, "sms": props.multi_processor_count, "memory_bytes": props.total_memory}
+        else:
+            import platform
+            facts = {"name": platform.processor() or platform.machine() or "cpu", "sms": os.cpu_count() or 1,
+                     "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")}
+        copy_elems = (256 << 20) // 4 if cuda else (32 << 20) // 4
+        n = 8192 if cuda else 512
+        reps = 20 if cuda else 3
+        try:
+            a = torch.empty(copy_elems, dtype=torch.float32, device=device).fill_(1.0)
+            b = torch.empty_like(a)
+            seconds = _best_of(lambda: b.copy_(a), device, reps)
+            facts["copy_gbps"] = 2 * a.numel() * 4 / seconds / 1e9
+            del a, b
+            x = torch.randn(n, n, device=device)
+            y = torch.randn(n, n, device=device)
+            seconds = _best_of(lambda: torch.mm(x, y), device, max(2, reps // 4))
+            facts["fp32_tflops"] = 2.0 * n ** 3 / seconds / 1e12
+            del x, y
+        except Exception as exc:
+            return {"ok": False, "error": "measuring the device failed: " + _one_line(exc)}
+        common.free_cached(device)
+        return {"ok": True, "facts": facts}
 
     def op_compare(self, req):
         got = req["outputs"]
@@ -273,6 +332,28 @@ class ReferenceRole:
     def op_unload(self, req):
         self.tasks.pop(req["key"], None)
         return {"ok": True}
+
+
+def _best_of(fn, device, reps):
+    """The fastest of `reps` calls of fn after two warm-up calls, in seconds."""
+    cuda = device.startswith("cuda")
+    for _ in range(2):
+        fn()
+    common.sync(device)
+    best = float("inf")
+    for _ in range(reps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def _nbytes(g):

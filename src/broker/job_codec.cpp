@@ -77,6 +77,7 @@ json OptionsToJson(const JudgeOptions& o) {
             {"baselines", o.baselines},
             {"compile_timeout_s", o.compile_timeout_s},
             {"run_timeout_s", o.run_timeout_s},
+            {"call_timeout_s", o.call_timeout_s},
             {"init_seed", o.init_seed},
             {"use_cache", o.use_cache}};
   if (o.seed) j["seed"] = *o.seed;
@@ -89,13 +90,14 @@ Status OptionsFromJson(const json& j, JudgeOptions* o) {
   std::string why;
   long long trials = r.trials, recheck = r.recheck_trials, warmup = r.warmup, iters = r.iters, sets = r.input_sets,
             flush = r.flush_bytes, init_seed = r.init_seed;
-  double compile_t = r.compile_timeout_s, run_t = r.run_timeout_s, sp = r.speedup_recheck;
+  double compile_t = r.compile_timeout_s, run_t = r.run_timeout_s, call_t = r.call_timeout_s, sp = r.speedup_recheck;
   if (!Str(j, "device", 32, &r.device, &why, false) || !Str(j, "tolerance", 64, &r.tolerance, &why, false) ||
       !IntIn(j, "trials", 1, 1000, &trials, &why) || !IntIn(j, "recheck_trials", 0, 1000, &recheck, &why) ||
       !IntIn(j, "warmup", -1, 100000, &warmup, &why) || !IntIn(j, "iters", -1, 100000, &iters, &why) ||
       !IntIn(j, "input_sets", 1, 64, &sets, &why) || !IntIn(j, "flush_bytes", -1, 1LL << 36, &flush, &why) ||
       !IntIn(j, "init_seed", 0, 1LL << 31, &init_seed, &why) ||
       !NumIn(j, "compile_timeout_s", 1, 86400, &compile_t, &why) || !NumIn(j, "run_timeout_s", 1, 86400, &run_t, &why) ||
+      !NumIn(j, "call_timeout_s", 1, 86400, &call_t, &why) ||
       !NumIn(j, "speedup_recheck", 1, 1e9, &sp, &why)) {
     return Bad(why);
   }
@@ -129,6 +131,7 @@ Status OptionsFromJson(const json& j, JudgeOptions* o) {
   r.init_seed = static_cast<int>(init_seed);
   r.compile_timeout_s = compile_t;
   r.run_timeout_s = run_t;
+  r.call_timeout_s = call_t;
   r.speedup_recheck = sp;
   *o = r;
   return Status::Ok();

@@ -35,7 +35,11 @@ void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f, const char* seed_flag) {
   cmd->add_option("--baselines", f->baselines, "comma list of eager,compile or none (default: eager,compile on GPU, eager on CPU)");
   cmd->add_flag("--no-time", f->no_time, "check correctness only");
   cmd->add_option(seed_flag, f->seed, "fix the judge's input seeds (reproducible); random by default");
-  cmd->add_option("--compile-timeout", f->compile_timeout, "seconds for import, build and first call (default 600)");
+  cmd->add_option("--compile-timeout", f->compile_timeout, "seconds for import and builds, the first call's included (default 600)");
+  cmd->add_option("--call-timeout", f->call_timeout,
+                  "the least seconds the first call gets, its builds excluded: it gets max(this, 100x the reference's "
+                  "call) (default 30)")
+      ->check(CLI::Range(1.0, 86400.0));
   cmd->add_option("--run-timeout", f->run_timeout, "seconds for one trial or the timing phase (default 300)");
 }
 
@@ -77,6 +81,7 @@ Status ToOptions(CommonFlags* c, const JudgeFlags& f, JudgeOptions* o) {
   o->time = !f.no_time;
   o->compile_timeout_s = f.compile_timeout;
   o->run_timeout_s = f.run_timeout;
+  o->call_timeout_s = f.call_timeout;
   o->use_cache = !c->no_cache;
   if (f.seed >= 0) o->seed = static_cast<unsigned long long>(f.seed);
   if (f.baselines == "none") {

@@ -35,7 +35,7 @@ struct JudgeFlags {
   std::string tolerance = "strict", baselines;
   int trials = 5, iters = -1, warmup = -1;
   bool no_time = false;
-  double compile_timeout = 600, run_timeout = 300;
+  double compile_timeout = 600, run_timeout = 300, call_timeout = 30;
   long long seed = -1;
 };
 

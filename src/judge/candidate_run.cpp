@@ -47,8 +47,9 @@ class CandidateRun {
         break;
       case Reply::kTimeout:
         v->status = kStatusTimeout;
-        v->error = phase + " did not finish within " + std::to_string(static_cast<int>(limit)) +
-                   " s; the candidate was killed";
+        v->error = limit > 0 ? phase + " did not finish within " + std::to_string(static_cast<int>(limit)) +
+                                   " s; the candidate was killed"
+                             : phase + ": " + r.detail + "; the candidate was killed";
         return false;
       case Reply::kFlood:
         v->status = kStatusCrashed;
@@ -282,7 +283,9 @@ class CandidateRun {
     (void)info;
     const std::string cand_hash = Sha256Hex(req.candidate_source);
     // 1. Compile: import, build, instantiate, one warm call. Overlaps other
-    //    candidates' trials and timing.
+    //    candidates' trials and timing. The warm call's builds (Triton's JIT,
+    //    lazy extensions) share the compile deadline; the call itself gets
+    //    max(call_timeout_s, 100 x the reference's call).
     double t_phase = NowSeconds();
     auto phase = [&](const char* name) {
       double now = NowSeconds();
@@ -299,6 +302,16 @@ class CandidateRun {
                             o.compile_timeout_s);
     phase("load");
     if (!Usable(load, "compilation", o.compile_timeout_s, w, v)) return;
+    if (Rejected(*v)) {
+      v->status = kStatusRejected;
+      return;
+    }
+    const double call_s = std::max(o.call_timeout_s, 100.0 * info.call_ms / 1e3);
+    const double build_left = std::max(1.0, o.compile_timeout_s - load.seconds);
+    Reply warm = w->Request({{"op", "warm"}}, Deadlines{call_s, build_left});
+    phase("warm");
+    if (warm.build_seconds > 0) v->phases["warm_build"] = warm.build_seconds;
+    if (!Usable(warm, "the first call", 0, w, v)) return;
     if (Rejected(*v)) {
       v->status = kStatusRejected;
       return;
@@ -325,7 +338,7 @@ class CandidateRun {
       if (!ensure()) return;
     }
     bool strict_ok = true;
-    json gpu_kernels = json::array();
+    json gpu_kernels = json::array(), gpu_kernel_times;
     std::optional<double> gpu_span, gpu_busy;
     json launched = json::array();
     bool use_vmm = o.cuda() && load.body.value("vmm", false);
@@ -435,6 +448,7 @@ class CandidateRun {
             }
             return GpuTimeMedian(xs);
           };
+          gpu_kernel_times = r.body.value("gpu_kernel_times", json());
           gpu_span = per_call("gpu_span_ms");
           gpu_busy = per_call("gpu_busy_ms");
           launched = r.body.value("launched", json::array());
@@ -602,6 +616,16 @@ class CandidateRun {
       if (!strict_ok && o.tolerance != "strict") v->AddFlag("precision_downgrade");
       v->gpu_span_ms = gpu_span;
       v->gpu_busy_ms = gpu_busy;
+      if (gpu_busy && gpu_kernel_times.is_array()) {
+        // The device's peaks, measured once with the device held alone (as now).
+        DeviceFacts facts;
+        bool have_facts = false;
+        {
+          std::lock_guard<std::mutex> ref(st->ref.mu());
+          have_facts = st->ref.Facts(o.run_timeout_s, &facts).ok();
+        }
+        v->profile = MakeProfile(gpu_kernel_times, info, have_facts ? &facts : nullptr);
+      }
     }
     if (!final_same) {
       if (v->status == kStatusMismatch) {

@@ -29,4 +29,14 @@ std::string DeviceIdentity::name() const {
   return env_.is_object() ? env_.value("gpu", device_) : device_;
 }
 
+void DeviceIdentity::SetFacts(const DeviceFacts& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  facts_ = f;
+}
+
+std::optional<DeviceFacts> DeviceIdentity::facts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return facts_;
+}
+
 }  // namespace ax

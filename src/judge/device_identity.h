@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "judge/mem_gate.h"
+#include "judge/profile.h"
 
 namespace ax {
 
@@ -29,6 +30,9 @@ class DeviceIdentity {
   nlohmann::json env() const;
   // "cpu", or the GPU's name ("NVIDIA H200").
   std::string name() const;
+  // The measured facts (op `device_facts`), once measured.
+  void SetFacts(const DeviceFacts& f);
+  std::optional<DeviceFacts> facts() const;
 
   MemGate mem;
 
@@ -37,6 +41,7 @@ class DeviceIdentity {
   const int index_;
   mutable std::mutex mu_;
   nlohmann::json env_;
+  std::optional<DeviceFacts> facts_;
 };
 
 }  // namespace ax

@@ -21,6 +21,7 @@
 
 #include "common/status.h"
 #include "judge/judge_cache.h"
+#include "judge/profile.h"
 #include "judge/protocol.h"
 #include "judge/sandbox.h"
 #include "judge/task.h"
@@ -64,6 +65,11 @@ class Judge {
   // trusted workers, so an error says the judge's environment is broken.
   virtual Status DeviceNames(std::vector<std::string>* names) {
     return Status::Error("this judge does not list its devices");
+  }
+  // The measured facts of the device opts.device names (the first one for
+  // "cuda" or "any"): name, SMs, memory, copy bandwidth, fp32 matmul rate.
+  virtual Status Facts(const JudgeOptions& opts, DeviceFacts* out) {
+    return Status::Error("this judge does not measure its devices");
   }
 };
 

@@ -153,6 +153,24 @@ class JudgePool : public Judge {
 
   int Devices() const override { return static_cast<int>(devices_.size()); }
 
+  Status Facts(const JudgeOptions& opts, DeviceFacts* out) override {
+    DeviceSlot* slot = nullptr;
+    for (auto& s : devices_) {
+      if (s->ctx.id.device() == opts.device) slot = s.get();
+    }
+    if (!slot && (opts.device == "cuda" || opts.device == "any") && !devices_.empty()) slot = devices_.front().get();
+    if (!slot) return Status::Error("device " + opts.device + " is not in this judge pool");
+    DeviceContext& d = slot->ctx;
+    if (auto known = d.id.facts()) {
+      *out = *known;
+      return Status::Ok();
+    }
+    // Measured with the device held alone, as timing is.
+    std::lock_guard<DeviceLock> exec(d.exec_mu);
+    std::lock_guard<std::mutex> ref(d.ref.mu());
+    return d.ref.Facts(opts.Resolved().run_timeout_s, out);
+  }
+
   Status DeviceNames(std::vector<std::string>* names) override {
     names->clear();
     for (auto& s : devices_) {

@@ -41,8 +41,12 @@ struct JudgeOptions {
   int input_sets = 3;                  // input sets rotated through the timed calls
   long long flush_bytes = -1;          // -1: device default (GPU 256 MiB, CPU 0)
   std::vector<std::string> baselines;  // empty: device default (GPU eager+compile, CPU eager); {"none"}: none
-  double compile_timeout_s = 600;      // import, build, first call
+  double compile_timeout_s = 600;      // import and builds (those of the first call included)
   double run_timeout_s = 300;          // one trial or the timing phase
+  // The first call, its builds excluded, gets max(call_timeout_s, 100 x the
+  // reference's call): a hung candidate is a timeout in seconds, not at the
+  // build deadline.
+  double call_timeout_s = 30;
   std::optional<unsigned long long> seed;  // fixed seeds (reproducible); random otherwise
   int init_seed = 42;                  // weights: same for reference and candidate
   bool use_cache = true;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct TaskInfo {
   std::vector<std::string> degenerate;  // "input_independent", "zero_output_passes"
   std::string outputs_json;          // [{shape, dtype}, ...]
   int64_t footprint_bytes = 0;       // one reference forward's device memory, parameters included
+  double call_ms = 0;                // one reference forward (inputs made, synchronised), warm
+  // What any implementation must do at least: the FLOPs of the matrix
+  // products and convolutions (torch's FLOP counter; unset when it could not
+  // follow the forward), and the bytes of the inputs, weights and outputs.
+  std::optional<double> flops;
+  int64_t min_bytes = 0;
 };
 
 }  // namespace ax

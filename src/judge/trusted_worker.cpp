@@ -45,6 +45,23 @@ Reply TrustedWorker::Request(const json& req, double timeout_s) {
   return r;
 }
 
+Status TrustedWorker::Facts(double timeout_s, DeviceFacts* out) {
+  if (auto known = dev_->facts()) {
+    *out = *known;
+    return Status::Ok();
+  }
+  Status s = Ensure();
+  if (!s.ok()) return s;
+  Reply r = Request({{"op", "device_facts"}, {"device", dev_->local()}}, timeout_s);
+  if (r.kind != Reply::kOk) return Status::Error("measuring the device: the reference worker " + r.detail);
+  if (!r.body.value("ok", false)) return Status::Error(r.body.value("error", "measuring the device failed"));
+  DeviceFacts f;
+  if (!DeviceFacts::FromJson(r.body.value("facts", json()), &f)) return Status::Error("measuring the device: no facts");
+  dev_->SetFacts(f);
+  *out = f;
+  return Status::Ok();
+}
+
 Status TrustedWorker::EnsureTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) {
   Status s = Ensure();
   if (!s.ok()) return s;
@@ -75,6 +92,9 @@ Status TrustedWorker::EnsureTask(const TaskRef& task, const JudgeOptions& opts, 
     ti.degenerate = r.body.value("degenerate", std::vector<std::string>{});
     ti.outputs_json = r.body.value("outputs", json::array()).dump();
     ti.footprint_bytes = r.body.value("footprint_bytes", int64_t{0});
+    ti.call_ms = r.body.value("call_ms", 0.0);
+    if (r.body.contains("flops") && r.body["flops"].is_number()) ti.flops = r.body["flops"].get<double>();
+    ti.min_bytes = r.body.value("min_bytes", int64_t{0});
     tasks_[key] = ti;
   }
   *info = ti;

@@ -34,6 +34,9 @@ class TrustedWorker {
   Status EnsureTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info);
   // A request; a failed one forgets the loaded tasks.
   Reply Request(const nlohmann::json& req, double timeout_s);
+  // The device's facts, measured once per device by this worker (op
+  // `device_facts`); the caller holds mu() and the device alone.
+  Status Facts(double timeout_s, DeviceFacts* out);
   // Drops the worker (it is started again on the next use).
   void Reset();
   Worker* worker() { return w_.get(); }

@@ -31,6 +31,7 @@ nlohmann::json Verdict::ToJson() const {
   j["host_ms"] = host_ms ? nlohmann::json(*host_ms) : nlohmann::json(nullptr);
   if (gpu_span_ms) j["gpu_span_ms"] = *gpu_span_ms;
   if (gpu_busy_ms) j["gpu_busy_ms"] = *gpu_busy_ms;
+  if (profile) j["profile"] = profile->ToJson();
   j["timing_source"] = timing_source;
   j["baseline_ms"] = baseline_ms;
   j["speedup"] = speedup;
@@ -61,6 +62,7 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
   if (j.contains("host_ms") && j["host_ms"].is_number()) v.host_ms = j["host_ms"].get<double>();
   if (j.contains("gpu_span_ms") && j["gpu_span_ms"].is_number()) v.gpu_span_ms = j["gpu_span_ms"].get<double>();
   if (j.contains("gpu_busy_ms") && j["gpu_busy_ms"].is_number()) v.gpu_busy_ms = j["gpu_busy_ms"].get<double>();
+  if (j.contains("profile") && j["profile"].is_object()) v.profile = Profile::FromJson(j["profile"]);
   if (j.contains("timing") && j["timing"].is_object()) {
     const auto& t = j["timing"];
     v.timing.median_ms = t.value("median_ms", 0.0);
@@ -114,6 +116,14 @@ std::string Verdict::ToText() const {
     std::snprintf(buf, sizeof buf, "%-8s %.4f ms  speedup %.3fx\n", (k + ":").c_str(), ms,
                   it == speedup.end() ? 0.0 : it->second);
     o << buf;
+  }
+  if (profile && !profile->kernels.empty()) {
+    o << "profile: " << profile->Summary() << "\n";
+    for (size_t i = 0; i < profile->kernels.size() && i < 5; ++i) {
+      const KernelTime& k = profile->kernels[i];
+      std::snprintf(buf, sizeof buf, "  %5.1f%%  %.4f ms  x%d  %.120s\n", k.share * 100, k.ms, k.launches, k.name.c_str());
+      o << buf;
+    }
   }
   if (!error.empty()) o << "error:\n" << error << "\n";
   return o.str();

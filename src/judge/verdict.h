@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "judge/profile.h"
+
 namespace ax {
 
 // The statuses of the public contract (shared/docs/design.md).
@@ -42,6 +44,9 @@ struct Verdict {
   // speedups use runtime_ms.
   std::optional<double> gpu_span_ms;
   std::optional<double> gpu_busy_ms;
+  // With the GPU times: the median call's kernels, each with its share of
+  // the busy time, and the roofline against the device's measured peaks.
+  std::optional<Profile> profile;
   std::map<std::string, double> baseline_ms;
   std::map<std::string, double> speedup;
   std::string device;                     // "cpu" or the GPU's name

@@ -186,7 +186,7 @@ std::string Worker::OutputTail() const {
 }
 
 Reply Worker::WaitReady(double timeout_s, const std::atomic<bool>* cancel) {
-  Reply r = ReadLine(timeout_s, cancel);
+  Reply r = ReadLine(Deadlines{timeout_s, 0}, cancel);
   if (r.kind == Reply::kOk && !r.body.value("ok", false)) {
     r.kind = Reply::kProtocol;
     r.detail = "worker did not start: " + r.body.dump();
@@ -194,7 +194,7 @@ Reply Worker::WaitReady(double timeout_s, const std::atomic<bool>* cancel) {
   return r;
 }
 
-Reply Worker::Request(const nlohmann::json& req, double timeout_s) {
+Reply Worker::Request(const nlohmann::json& req, const Deadlines& deadlines) {
   Reply r;
   if (!alive_) {
     r.kind = Reply::kDied;
@@ -212,13 +212,17 @@ Reply Worker::Request(const nlohmann::json& req, double timeout_s) {
     }
     off += static_cast<size_t>(n);
   }
-  return ReadLine(timeout_s);
+  return ReadLine(deadlines);
 }
 
-Reply Worker::ReadLine(double timeout_s, const std::atomic<bool>* cancel) {
+Reply Worker::ReadLine(const Deadlines& d, const std::atomic<bool>* cancel) {
   Reply r;
   const double t0 = NowSeconds();
-  const double deadline = t0 + timeout_s;
+  const bool split = d.build_s > 0;
+  // The call's deadline moves on by the time spent in builds; the builds
+  // have their own budget.
+  double deadline = t0 + d.call_s;
+  double building_since = -1;
   char buf[65536];
   bool proto_open = true, out_open = true, err_open = true;
   while (true) {
@@ -226,7 +230,8 @@ Reply Worker::ReadLine(double timeout_s, const std::atomic<bool>* cancel) {
     if (nl != std::string::npos) {
       std::string line = proto_buf_.substr(0, nl);
       proto_buf_.erase(0, nl + 1);
-      r.seconds = NowSeconds() - t0;
+      const double now = NowSeconds();
+      r.seconds = now - t0;
       try {
         r.body = nlohmann::json::parse(line);
         if (!r.body.is_object()) throw std::runtime_error("not an object");
@@ -235,7 +240,23 @@ Reply Worker::ReadLine(double timeout_s, const std::atomic<bool>* cancel) {
         Kill();
         r.kind = Reply::kProtocol;
         r.detail = "worker sent a malformed reply: " + FirstLine(line, 200);
+        return r;
       }
+      // A build event is not the reply (only the candidate role sends them).
+      if (r.body.contains("event") && !r.body.contains("ok")) {
+        const std::string state = r.body.value("event", "") == "build" && r.body["state"].is_string()
+                                      ? r.body["state"].get<std::string>() : "";
+        if (state == "start" && building_since < 0) {
+          building_since = now;
+        } else if (state == "end" && building_since >= 0) {
+          r.build_seconds += now - building_since;
+          if (split) deadline += now - building_since;
+          building_since = -1;
+        }
+        r.body = nlohmann::json();
+        continue;
+      }
+      if (building_since >= 0) r.build_seconds += now - building_since;
       return r;
     }
     if (!proto_open) {
@@ -282,22 +303,33 @@ Reply Worker::ReadLine(double timeout_s, const std::atomic<bool>* cancel) {
       r.seconds = now - t0;
       return r;
     }
-    if (now >= deadline) {
+    const bool building = split && building_since >= 0;
+    const double build_used = r.build_seconds + (building_since >= 0 ? now - building_since : 0);
+    if (building ? build_used >= d.build_s : now >= deadline) {
       Kill();
       r.kind = Reply::kTimeout;
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "no reply within %g s", timeout_s);
-      r.detail = buf;
+      char msg[160];
+      if (!split) {
+        std::snprintf(msg, sizeof msg, "no reply within %g s", d.call_s);
+      } else if (building) {
+        std::snprintf(msg, sizeof msg, "its builds ran longer than %.0f s", d.build_s);
+      } else {
+        std::snprintf(msg, sizeof msg, "the call ran longer than %.3g s (builds excluded: %.1f s)", d.call_s,
+                      build_used);
+      }
+      r.detail = msg;
+      r.build_seconds = build_used;
       r.seconds = now - t0;
       return r;
     }
+    const double next = building ? now + (d.build_s - build_used) : deadline;
     struct pollfd fds[3];
     int nfds = 0;
     int idx_proto = -1, idx_out = -1, idx_err = -1;
     if (proto_open) { fds[nfds] = {proc_->proto_fd(), POLLIN, 0}; idx_proto = nfds++; }
     if (out_open) { fds[nfds] = {proc_->out_fd(), POLLIN, 0}; idx_out = nfds++; }
     if (err_open) { fds[nfds] = {proc_->err_fd(), POLLIN, 0}; idx_err = nfds++; }
-    int wait_ms = static_cast<int>(std::min(cancel ? 100.0 : 1000.0, (deadline - now) * 1000.0)) + 1;
+    int wait_ms = static_cast<int>(std::min(cancel ? 100.0 : 1000.0, (next - now) * 1000.0)) + 1;
     int pr = poll(fds, nfds, wait_ms);
     if (pr < 0) {
       if (errno == EINTR) continue;

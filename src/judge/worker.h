@@ -36,6 +36,15 @@ struct Reply {
   nlohmann::json body;     // the reply object when kind == kOk
   std::string detail;      // how it died, what was malformed
   double seconds = 0;      // wall time of the request, on the parent's clock
+  double build_seconds = 0;  // of which inside builds the worker reported (build events)
+};
+
+// A request's deadlines. By default one: `call_s` for everything. With
+// `build_s` > 0 the worker's build events (docs/worker-protocol.md) split
+// the time: the builds together get build_s, the rest call_s.
+struct Deadlines {
+  double call_s = 0;
+  double build_s = 0;
 };
 
 class Worker {
@@ -48,7 +57,8 @@ class Worker {
   // When *cancel becomes true meanwhile, the worker is killed and the reply
   // is kDied ("stopped while starting") within about 0.1 s.
   Reply WaitReady(double timeout_s, const std::atomic<bool>* cancel = nullptr);
-  Reply Request(const nlohmann::json& req, double timeout_s);
+  Reply Request(const nlohmann::json& req, double timeout_s) { return Request(req, Deadlines{timeout_s, 0}); }
+  Reply Request(const nlohmann::json& req, const Deadlines& deadlines);
 
   // The descriptor channel (docs/worker-protocol.md): one descriptor per
   // message. RecvFd returns -1 (and says why) when none arrives in time;
@@ -67,7 +77,7 @@ class Worker {
 
  private:
   Worker() = default;
-  Reply ReadLine(double timeout_s, const std::atomic<bool>* cancel = nullptr);
+  Reply ReadLine(const Deadlines& d, const std::atomic<bool>* cancel = nullptr);
   void Absorb(const char* data, size_t n);
 
   WorkerConfig cfg_;

@@ -519,6 +519,7 @@ const char* kJs = R"JS(
 var DATA = JSON.parse(document.getElementById('report-data').textContent);
 function el(tag, attrs, text){var e=document.createElement(tag);if(attrs)for(var k in attrs)e.setAttribute(k,attrs[k]);if(text!=null)e.textContent=String(text);return e;}
 function fmt(s){return (s===null||s===undefined)?'-':(Number(s).toFixed(3)+'x');}
+function num(v){return (v===null||v===undefined)?'-':String(Number(Number(v).toPrecision(4)));}
 // ---- sorting
 function cellValue(td){var v=td.getAttribute('data-v');if(v===null)v=td.textContent;if(v==='')return {e:true};var n=parseFloat(v);return (!isNaN(n)&&isFinite(v))?{n:n}:{s:v.toLowerCase()};}
 function sortTable(table, col){
@@ -564,6 +565,15 @@ function showNode(ti,id){
   if(n.note){pbody.appendChild(el('h4',null,'Note (guidance, edit report)'));pbody.appendChild(pre(n.note));}
   pbody.appendChild(el('h4',null,n.kind==='root'?'Reference (the task)':'Candidate source'));
   pbody.appendChild(pre(n.src||'(no source)','src'));
+  var prof=n.verdict&&n.verdict.profile;
+  if(prof&&prof.kernels&&prof.kernels.length){
+    pbody.appendChild(el('h4',null,'GPU profile'));
+    var rl=prof.roofline;
+    pbody.appendChild(el('p',{'class':'small'},prof.kernels.length+' kernel'+(prof.kernels.length>1?'s':'')+', '+num(prof.busy_ms)+' ms busy'+(rl?' \u00b7 '+rl.bound+'-bound: '+(100*rl.bandwidth_fraction).toFixed(0)+'% of copy bandwidth ('+num(rl.gbps)+' GB/s), '+(100*rl.flops_fraction).toFixed(0)+'% of fp32 matmul FLOP/s ('+num(rl.tflops)+' TFLOP/s)':'')));
+    var tb=el('table',{'class':'profile'});var hr=el('tr');['kernel','ms','share','launches'].forEach(function(h){hr.appendChild(el('th',null,h));});tb.appendChild(hr);
+    prof.kernels.forEach(function(k){var r=el('tr');r.appendChild(el('td',{'class':'src'},k.name));r.appendChild(el('td',null,num(k.ms)));r.appendChild(el('td',null,(100*k.share).toFixed(1)+'%'));r.appendChild(el('td',null,String(k.launches)));tb.appendChild(r);});
+    pbody.appendChild(tb);
+  }
   pbody.appendChild(el('h4',null,'Verdict'));
   pbody.appendChild(n.verdict?section('judge verdict (JSON)',pre(JSON.stringify(n.verdict,null,2)),false):el('p',{'class':'muted'},n.kind==='root'?'The reference is not judged.':'No verdict recorded (nothing was judged for this step).'));
   pbody.appendChild(el('h4',null,'Prompts that made it'));
@@ -619,6 +629,12 @@ if(/[?&]selftest=1/.test(q)){
       closePanel();
       res.checks.panel_closes=!panel.classList.contains('open');
     }
+    // A profiled node's panel shows its kernels' table.
+    DATA.tasks.forEach(function(t,ti){t.nodes.forEach(function(n){
+      var pf=n.verdict&&n.verdict.profile;if(!pf||res.profiled)return;
+      res.profiled={task:t.name,node:n.id};showNode(ti,n.id);
+      res.checks.panel_shows_profile=pbody.querySelectorAll('table.profile tr').length===pf.kernels.length+1&&pbody.textContent.indexOf(pf.kernels[0].name)>=0;
+      closePanel();});});
     var kb=document.querySelector('button.kernel');
     if(kb){kb.click();res.checks.kernel_button_opens=panel.classList.contains('open')&&pbody.querySelector('pre.src').textContent.length>0;closePanel();}
     res.checks.charts=document.querySelectorAll('svg.chart').length>=3;
@@ -948,7 +964,12 @@ std::string HtmlReport(const Report& r, const std::string& html_path, const Comp
     const TaskData& t = run.tasks[i];
     o << "<details class='task'" << (i < 3 ? " open" : "") << "><summary><h3 style='display:inline'>"
       << HtmlEscape(t.name) << "</h3> <span class='muted small'>" << HtmlEscape(t.status) << " &middot; "
-      << HtmlEscape(FormatSpeedup(t.speedup_eager)) << " vs eager &middot; " << t.steps << " steps</span></summary>"
+      << HtmlEscape(FormatSpeedup(t.speedup_eager)) << " vs eager &middot; " << t.steps << " steps"
+      << (t.warm_start_steps > 0 ? " (" + std::to_string(t.warm_start_steps) + " warm-start)" : std::string())
+      << (t.warm_start_steps > 0 && !t.best_origin.empty()
+              ? " &middot; best from " + HtmlEscape(t.best_origin) + (t.best_refines_warm_start ? " (refining warm start)" : "")
+              : std::string())
+      << "</span></summary>"
       << "<div class='treewrap'>" << TreeSvg(t, static_cast<int>(i)) << "</div></details>";
   }
   o << "</main>";

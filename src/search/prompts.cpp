@@ -66,6 +66,7 @@ std::string Kernels(const std::vector<ShownKernel>& ks, const char* label) {
   std::string s;
   for (size_t i = 0; i < ks.size(); ++i) {
     s += "### " + std::string(label) + " " + std::to_string(i + 1) + ": " + ks[i].verdict + "\n\n";
+    if (!ks[i].profile.empty()) s += "Profile: " + ks[i].profile + "\n\n";
     if (!ks[i].note.empty()) s += "Made from this guidance or feedback:\n" + ks[i].note + "\n\n";
     s += "```python\n" + Trim(ks[i].source) + "\n```\n\n";
   }
@@ -111,7 +112,7 @@ Status Prompts::Common(const PromptInputs& in, std::map<std::string, std::string
         {"pool", Kernels(in.pool, "Kernel")},
         {"path", Kernels(in.path, "Attempt")},
         {"parent_source", Trim(in.parent.source)},
-        {"parent_verdict", in.parent.verdict},
+        {"parent_verdict", in.parent.verdict + (in.parent.profile.empty() ? "" : "\nProfile: " + in.parent.profile)},
         {"guidance", Trim(in.guidance)},
         {"feedback", Trim(in.feedback)},
         {"example_reference", Trim(files_.at("example_reference.py"))},

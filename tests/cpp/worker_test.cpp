@@ -142,6 +142,15 @@ def main():
                 time.sleep(1000)
                 os._exit(0)
             os._exit(4)
+        elif op == "build":
+            # Build events around a build of `build_s`, then a call of `call_s`.
+            proto.write(json.dumps({"event": "build", "state": "start"}) + "\n")
+            proto.flush()
+            time.sleep(req["build_s"])
+            proto.write(json.dumps({"event": "build", "state": "end"}) + "\n")
+            proto.flush()
+            time.sleep(req["call_s"])
+            reply = {"ok": True, "built": True}
         elif op == "big_reply":
             reply = {"ok": True, "data": "y" * req["n"]}
         else:
@@ -457,6 +466,43 @@ TEST_P(WorkerTest, TimeoutKillsTheWorker) {
   Reply again = w->Request({{"op", "echo"}}, 5);
   EXPECT_EQ(again.kind, Reply::kDied);
   EXPECT_EQ(again.detail, "worker is not running");
+}
+
+// Build events split a request's time: the builds get their own budget, the
+// call the rest, and neither event line is taken for the reply.
+TEST_P(WorkerTest, BuildEventsSplitTheDeadline) {
+  auto w = StartReady(Config(ns()));
+  ASSERT_TRUE(w);
+  // A 1.5 s build and a 0.2 s call fit {call 1 s, builds 5 s}, though the
+  // request takes longer than the call's second.
+  Reply r = w->Request({{"op", "build"}, {"build_s", 1.5}, {"call_s", 0.2}}, Deadlines{1.0, 5.0});
+  ASSERT_EQ(r.kind, Reply::kOk) << r.detail;
+  EXPECT_TRUE(r.body.value("built", false));
+  EXPECT_GE(r.build_seconds, 1.4);
+  EXPECT_LT(r.build_seconds, 3.0);
+  // The same call past its second is a timeout that says the call ran too long.
+  Reply slow = w->Request({{"op", "build"}, {"build_s", 0.2}, {"call_s", 100}}, Deadlines{1.0, 5.0});
+  EXPECT_EQ(slow.kind, Reply::kTimeout);
+  EXPECT_TRUE(StartsWith(slow.detail, "the call ran longer than 1 s")) << slow.detail;
+  EXPECT_LT(slow.seconds, 3.0);
+}
+
+TEST_P(WorkerTest, BuildsHaveTheirOwnBudget) {
+  auto w = StartReady(Config(ns()));
+  ASSERT_TRUE(w);
+  Reply r = w->Request({{"op", "build"}, {"build_s", 100}, {"call_s", 0}}, Deadlines{30.0, 1.0});
+  EXPECT_EQ(r.kind, Reply::kTimeout);
+  EXPECT_EQ(r.detail, "its builds ran longer than 1 s");
+  EXPECT_LT(r.seconds, 3.0);
+}
+
+// Without a build budget the events change nothing: one deadline for all.
+TEST_P(WorkerTest, OneDeadlineIgnoresBuildEvents) {
+  auto w = StartReady(Config(ns()));
+  ASSERT_TRUE(w);
+  Reply r = w->Request({{"op", "build"}, {"build_s", 100}, {"call_s", 0}}, 1.0);
+  EXPECT_EQ(r.kind, Reply::kTimeout);
+  EXPECT_EQ(r.detail, "no reply within 1 s");
 }
 
 TEST_P(WorkerTest, PartialReplyTimesOut) {

@@ -85,6 +85,12 @@ def make_run(run):
                            "baseline_ms": {"eager": 1.0, "compile": 0.6},
                            "speedup": {"eager": eager, "compile": compile_} if correct else {},
                            "device": "NVIDIA H200", "judge_seconds": 2.0, "task": {"degenerate": []}}
+                if correct:
+                    verdict["profile"] = {"busy_ms": 0.8, "kernels": [
+                        {"name": "fused_%s_kernel" % name, "ms": 0.6, "share": 0.75, "launches": 1},
+                        {"name": "void at::native::copy_kernel", "ms": 0.2, "share": 0.25, "launches": 2}],
+                        "roofline": {"flops": 0, "bytes": 2e9, "gbps": 2500, "tflops": 0, "bandwidth_fraction": 0.6,
+                                     "flops_fraction": 0, "bound": "memory"}}
                 db.execute("INSERT INTO verdicts VALUES (?, ?, ?, 0)", (name, h, json.dumps(verdict)))
             purposes = ["propose"] if kind == "large" else ["revise", "tune"]
             for p in purposes:
@@ -169,6 +175,7 @@ def test_page_works_in_headless_chromium(rendered):
     for name, ok in result["checks"].items():
         assert ok is True, (name, result)
     assert result["pass"] is True
+    assert result.get("profiled") and result["checks"]["panel_shows_profile"], "no profiled node was shown"
     # Sorted by speedup vs eager, both ways: tasks without a kernel last.
     assert result["order_asc"] == ["d_slow", "b_mid", "a_fast", "c_none"], result
     assert result["order_desc"] == ["a_fast", "b_mid", "d_slow", "c_none"], result

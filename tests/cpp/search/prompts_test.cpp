@@ -373,8 +373,8 @@ PromptInputs Base(const std::string& backend) {
 }
 
 std::vector<ShownKernel> TritonPool() {
-  return {{kTritonB, "correct, 2.310x vs eager PyTorch (0.0433 ms)", ""},
-          {kTritonA, "correct, 1.420x vs eager PyTorch (0.0704 ms)", "guidance:\n- Use one program per row."}};
+  return {{kTritonB, "correct, 2.310x vs eager PyTorch (0.0433 ms)", "", ""},
+          {kTritonA, "correct, 1.420x vs eager PyTorch (0.0704 ms)", "guidance:\n- Use one program per row.", ""}};
 }
 
 class PromptsGolden : public ::testing::Test {
@@ -473,7 +473,7 @@ TEST_F(PromptsGolden, ProposerCuda) {
 TEST_F(PromptsGolden, ProposerCudaPoolRules) {
   PromptInputs in = Base("cuda");
   in.rules = {"You cannot launch a kernel with more than 1024 threads per block."};
-  in.pool = {{kCudaA, "correct, 1.050x vs eager PyTorch (0.0952 ms)", ""}};
+  in.pool = {{kCudaA, "correct, 1.050x vs eager PyTorch (0.0952 ms)", "", ""}};
   std::string p = Proposer(in);
   EXPECT_TRUE(Has(p, "### Kernel 1: correct, 1.050x"));
   EXPECT_FALSE(Has(p, "### Kernel 2"));
@@ -483,11 +483,11 @@ TEST_F(PromptsGolden, ProposerCudaPoolRules) {
 PromptInputs SmallStep(const std::string& backend) {
   PromptInputs in = Base(backend);
   in.path = {
-      {kTritonA, "correct, 1.420x vs eager PyTorch (0.0704 ms)", ""},
+      {kTritonA, "correct, 1.420x vs eager PyTorch (0.0704 ms)", "", ""},
       {std::string(kTritonA) + "\n# tuned\n",
        "compile_error: NameError: name 'tl.float32' is not callable\n\n```\nTraceback (most recent call last):\n"
        "  File \"candidate.py\", line 12\nNameError: name 'tl.float32' is not callable\n```",
-       "guidance:\n- Cast with x.to(tl.float32)."},
+       "guidance:\n- Cast with x.to(tl.float32).", ""},
   };
   in.parent = in.path.back();
   return in;
@@ -502,9 +502,35 @@ TEST_F(PromptsGolden, ReviserTriton) {
   ExpectGolden("reviser_triton.txt", p);
 }
 
+// Profiled kernels: the pool, the path and the tuner's parent show the profile line.
+TEST_F(PromptsGolden, ProposerTritonPoolProfiled) {
+  PromptInputs in = Base("triton");
+  in.pool = TritonPool();
+  in.pool[0].profile = "1 kernel; `fused_row_kernel` 100% of 0.0391 ms; 81% of copy bandwidth (memory-bound)";
+  std::string p = Proposer(in);
+  EXPECT_TRUE(Has(p, "### Kernel 1: correct, 2.310x vs eager PyTorch (0.0433 ms)\n\nProfile: 1 kernel; "
+                     "`fused_row_kernel` 100% of 0.0391 ms; 81% of copy bandwidth (memory-bound)\n\n```python"));
+  EXPECT_EQ(p.find("Profile:"), p.rfind("Profile:")) << "only the profiled kernel has a profile line";
+  ExpectGolden("proposer_triton_pool_profiled.txt", p);
+}
+
+TEST_F(PromptsGolden, ReviserAndTunerTritonProfiled) {
+  PromptInputs in = SmallStep("triton");
+  in.path[0].profile = "2 kernels; `bias_relu` 71% of 1.84 ms; 38% of copy bandwidth (memory-bound)";
+  in.parent = in.path[0];
+  std::string r = Reviser(in);
+  EXPECT_TRUE(Has(r, "### Attempt 1: correct, 1.420x vs eager PyTorch (0.0704 ms)\n\nProfile: 2 kernels; "
+                     "`bias_relu` 71% of 1.84 ms; 38% of copy bandwidth (memory-bound)"));
+  EXPECT_TRUE(Has(r, "profile line"));
+  ExpectGolden("reviser_triton_profiled.txt", r);
+  in.guidance = "- Fuse the second kernel into the first.\n";
+  std::string t = Tuner(in);
+  EXPECT_TRUE(Has(t, "Its current verdict:\ncorrect, 1.420x vs eager PyTorch (0.0704 ms)\nProfile: 2 kernels;"));
+}
+
 TEST_F(PromptsGolden, ReviserCuda) {
   PromptInputs in = Base("cuda");
-  in.path = {{kCudaA, "mismatch: max abs error 0.25 > atol 0.0001", ""}};
+  in.path = {{kCudaA, "mismatch: max abs error 0.25 > atol 0.0001", "", ""}};
   in.parent = in.path.back();
   std::string p = Reviser(in);
   EXPECT_TRUE(Has(p, "a CUDA kernel"));
@@ -539,7 +565,7 @@ TEST_F(PromptsGolden, TunerTritonFeedbackRules) {
 
 TEST_F(PromptsGolden, TunerCudaFeedback) {
   PromptInputs in = Base("cuda");
-  in.parent = {kCudaA, "correct, 1.050x vs eager PyTorch (0.0952 ms)", ""};
+  in.parent = {kCudaA, "correct, 1.050x vs eager PyTorch (0.0952 ms)", "", ""};
   in.path = {in.parent};
   in.guidance = "- Use a warp-level reduction for the row maximum.";
   in.feedback = "edit 1: old_str matches 2 places (lines 8, 10); include more surrounding lines so it matches "
