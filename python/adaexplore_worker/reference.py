@@ -155,7 +155,8 @@ class ReferenceRole:
     def op_device_facts(self, req):
         """The device as prompts and roofline figures describe it: name, SMs (CPU: cores),
         memory, and two measured peaks: the copy bandwidth (read + write bytes per second of
-        a large device-to-device copy) and the fp32 matrix-product rate (no TF32)."""
+        a large device-to-device copy), the fp32 matrix-product rate (no TF32) and, on a GPU,
+        the TF32 tensor-core rate."""
         device = req["device"]
         cuda = device.startswith("cuda")
         common.configure_numerics()
@@ -166,9 +167,9 @@ class ReferenceRole:
             import platform
             facts = {"name": platform.processor() or platform.machine() or "cpu", "sms": os.cpu_count() or 1,
                      "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")}
-        copy_elems = (256 << 20) // 4 if cuda else (32 << 20) // 4
+        copy_elems = (1 << 30) // 4 if cuda else (32 << 20) // 4
         n = 8192 if cuda else 512
-        reps = 20 if cuda else 3
+        reps = 10 if cuda else 3
         try:
             a = torch.empty(copy_elems, dtype=torch.float32, device=device).fill_(1.0)
             b = torch.empty_like(a)
@@ -177,8 +178,17 @@ class ReferenceRole:
             del a, b
             x = torch.randn(n, n, device=device)
             y = torch.randn(n, n, device=device)
-            seconds = _best_of(lambda: torch.mm(x, y), device, max(2, reps // 4))
+            seconds = _best_of(lambda: torch.mm(x, y), device, max(2, reps // 2))
             facts["fp32_tflops"] = 2.0 * n ** 3 / seconds / 1e12
+            if cuda:
+                # The tensor cores' TF32 rate: fp32-accurate products that use
+                # them (three TF32 products each) run at up to a third of it.
+                torch.backends.cuda.matmul.allow_tf32 = True
+                try:
+                    seconds = _best_of(lambda: torch.mm(x, y), device, reps // 2)
+                finally:
+                    common.configure_numerics()
+                facts["tf32_tflops"] = 2.0 * n ** 3 / seconds / 1e12
             del x, y
         except Exception as exc:
             return {"ok": False, "error": "measuring the device failed: " + _one_line(exc)}

@@ -359,7 +359,7 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
   if (!decline_.empty()) {
     Proposal p;
     p.note = decline_;
-    p.stop_run = true;
+    p.stop = Status::Error(decline_);
     return p;
   }
   try {
@@ -374,7 +374,7 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
     // A compiler bug ends this task's search with its reason, not the run.
     Proposal p;
     p.note = std::string("cannot compile: internal error: ") + e.what();
-    p.stop_run = true;
+    p.stop = Status::Error(p.note);
     return p;
   }
 }

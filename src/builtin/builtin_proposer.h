@@ -29,6 +29,7 @@ class BuiltinProposer : public ax::search::Proposer {
   static std::unique_ptr<BuiltinProposer> Declining(std::string why);
 
   ax::search::Proposal Propose(const ax::search::StepContext& ctx) override;
+  const char* Origin() const override { return "builtin"; }
 
   // The large-step plans in the order they are proposed (for tests and reports).
   std::vector<Plan> LargePlans() const;

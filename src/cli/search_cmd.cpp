@@ -22,6 +22,37 @@
 
 namespace ax::cli {
 
+namespace {
+
+// One task's main proposer, watched for the provider's rejection of the run
+// (RejectedByProvider): the first one is reported to `on_reject`, which makes
+// the budget check stop every other task before its next call.
+class RejectionWatch : public ax::search::Proposer {
+ public:
+  RejectionWatch(ax::search::Proposer* inner, std::function<void(const ax::Status&)> on_reject)
+      : inner_(inner), on_reject_(std::move(on_reject)) {}
+  ax::search::Proposal Propose(const ax::search::StepContext& ctx) override {
+    ax::search::Proposal p = inner_->Propose(ctx);
+    if (ax::search::RejectedByProvider(p.stop)) on_reject_(p.stop);
+    return p;
+  }
+  std::pair<int, int> Calls() const override { return inner_->Calls(); }
+  const char* Origin() const override { return inner_->Origin(); }
+
+ private:
+  ax::search::Proposer* inner_;
+  std::function<void(const ax::Status&)> on_reject_;
+};
+
+// The prompts' line about the device, from the judge's measured facts.
+std::string HardwareLine(ax::Judge* judge, const ax::JudgeOptions& jo) {
+  ax::DeviceFacts facts;
+  const bool known = jo.cuda() && judge->Facts(jo, &facts).ok();
+  return ax::HardwareLine(jo.cuda(), known ? &facts : nullptr);
+}
+
+}  // namespace
+
 void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
   cmd->add_option("--proposer", f->proposer, "openai:MODEL, azure:DEPLOYMENT, anthropic:MODEL, compat:MODEL@URL, replay:FILE or builtin")
       ->required();
@@ -37,7 +68,7 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
   cmd->add_option("--max-wall", f->max_wall_s, "wall-time budget per task, seconds");
   cmd->add_option("--prices", f->prices, "price table JSON (see docs/llm.md)");
   cmd->add_option("--llm-max-tokens", f->llm_max_tokens, "output token limit per LLM call (default 8192)");
-  cmd->add_option("--hardware", f->hardware, "hardware description for the prompts");
+  cmd->add_option("--hardware", f->hardware, "the device as the prompts describe it (default: the judge's measured facts of the GPU)");
   cmd->add_option("--alpha", f->params.alpha, "node value Q = alpha * max reward + (1 - alpha) * mean (default 0.5)");
   cmd->add_option("--c", f->params.c, "UCT exploration weight (default 0.3)");
   cmd->add_option("--expand-ratio", f->params.expand_ratio, "the expand action's exploration weight / c (default 1.0)");
@@ -47,6 +78,10 @@ void AddSearchFlags(CLI::App* cmd, SearchFlags* f) {
   cmd->add_option("--path-window", f->params.path_window, "recent nodes shown to the reviser (default 5)");
   cmd->add_option("--reward", f->reward_mapping, "speedup-to-reward mapping: linear-clipped (default) or log-clipped");
   cmd->add_option("--retime-top", f->retime_top, "best candidates re-timed at the end (default 3)");
+  cmd->add_option("--warm-start", f->warm_start,
+                  "builtin: the builtin compiler's kernels seed the tree before the LLM's first step; none (default)");
+  cmd->add_option("--warm-start-steps", f->warm_start_steps,
+                  "steps of the warm start, counted against --steps (default: a third of --steps)");
 }
 
 int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlags& jf, SearchFlags& sf, SearchMode mode,
@@ -81,6 +116,22 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
   const bool builtin = sf.proposer == "builtin";
   if (builtin && adapt) {
     Fail("adapt learns from an LLM's mistakes: it needs an LLM proposer, not builtin");
+    return kExitBadInput;
+  }
+  if (!sf.warm_start.empty() && sf.warm_start != "builtin" && sf.warm_start != "none") {
+    Fail("bad --warm-start '" + sf.warm_start + "' (builtin or none)");
+    return kExitBadInput;
+  }
+  if (builtin && sf.warm_start == "builtin") {
+    Fail("--warm-start builtin seeds an LLM search; --proposer builtin has nothing to warm-start");
+    return kExitBadInput;
+  }
+  if (sf.warm_start_steps < -1 || sf.warm_start_steps > sf.steps) {
+    Fail("--warm-start-steps must be 0.." + std::to_string(sf.steps) + " (it counts against --steps)");
+    return kExitBadInput;
+  }
+  if ((sf.warm_start == "none" || (sf.warm_start.empty() && !sf.resume)) && sf.warm_start_steps > 0) {
+    Fail("--warm-start-steps needs --warm-start builtin");
     return kExitBadInput;
   }
   std::string out = sf.out.empty() ? "runs/" + (bench ? std::string("bench") : tasks[0].name) + "-" + Timestamp() : sf.out;
@@ -118,7 +169,50 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
       }
     }
   }
+  // The warm start is part of the run too: on --resume, flags not given
+  // take the stored run's values, and given ones must agree with them (the
+  // same warm start replays to the same tree).
+  std::string warm_start = sf.warm_start;
+  int warm_steps = sf.warm_start_steps;
+  std::string stored_hardware;
+  if (sf.resume) {
+    if (auto c = store->GetMeta("config")) {
+      nlohmann::json stored;
+      try {
+        stored = nlohmann::json::parse(*c);
+      } catch (...) {
+      }
+      if (stored.is_object()) {
+        stored_hardware = stored.value("hardware", std::string());
+        const std::string sw = stored.value("warm_start", std::string("none"));
+        const int ss = stored.value("warm_start_steps", 0);
+        if (!warm_start.empty() && warm_start != sw) {
+          Fail("--warm-start " + warm_start + " differs from the stored run's (" + sw + ")");
+          return kExitBadInput;
+        }
+        warm_start = sw;
+        if (sw == "builtin" && warm_steps >= 0 && warm_steps != ss) {
+          Fail("--warm-start-steps " + std::to_string(warm_steps) + " differs from the stored run's (" +
+               std::to_string(ss) + ")");
+          return kExitBadInput;
+        }
+        if (sw == "builtin") warm_steps = ss;
+      }
+    }
+  }
+  if (warm_start.empty()) warm_start = "none";
+  if (warm_start == "none") {
+    if (warm_steps > 0) {
+      Fail("--warm-start-steps needs --warm-start builtin");
+      return kExitBadInput;
+    }
+    warm_steps = 0;
+  } else if (warm_steps < 0) {
+    warm_steps = sf.steps / 3;
+  }
+  const bool warm = warm_start == "builtin";
   nlohmann::json config = {{"proposer", sf.proposer}, {"steps", sf.steps}, {"search", sf.method},
+                           {"warm_start", warm_start}, {"warm_start_steps", warm_steps},
                            {"seed", seed},           {"device", ax::cli::JudgeWhere(c)}, {"tolerance", jo.tolerance},
                            {"backend", sf.backend},  {"memory", sf.memory}, {"params", sf.params.ToJson()},
                            {"tasks", nlohmann::json::array()}};
@@ -192,11 +286,27 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
   scfg.method = sf.method;
   scfg.steps = sf.steps;
   scfg.backend = sf.backend;
-  scfg.hardware = jo.cuda() ? sf.hardware : "the CPU (Triton's interpreter; timings are CPU figures)";
+  // Measured before any task starts, while the device is idle: the prompts'
+  // device line and the peaks of every verdict's roofline.
+  const std::string measured = HardwareLine(pool.get(), jo);
+  scfg.hardware = !sf.hardware.empty() ? sf.hardware : !stored_hardware.empty() ? stored_hardware : measured;
+  if (!builtin) {  // what --resume asks the prompts with
+    config["hardware"] = scfg.hardware;
+    store->PutMeta("config", config.dump());
+  }
   scfg.rules = use_memory ? memory.Select() : std::vector<std::string>{};
   scfg.max_wall_s = sf.max_wall_s;
   scfg.params = sf.params;
   scfg.retime_top = sf.retime_top;
+  scfg.warm_start_steps = warm_steps;
+  // The first rejection of the run by the LLM provider (401/403, 404, quota):
+  // every task stops before its next call, and the run exits 2.
+  std::mutex reject_mu;
+  ax::Status rejected;
+  auto on_reject = [&](const ax::Status& s) {
+    std::lock_guard<std::mutex> lock(reject_mu);
+    if (rejected.ok()) rejected = s;
+  };
   std::mutex print_mu;
   auto accountant = services.accountant;
   auto progress = [&](const ax::search::Progress& p) {
@@ -245,7 +355,15 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
       // Each task's search draws from its own stream of the run's seed.
       cfg.seed = seed ^ (std::hash<std::string>{}(t.name) * 0x9E3779B97F4A7C15ULL);
       ax::search::LlmCaller caller(client.get(), store.get(), t.name, sf.llm_max_tokens);
-      std::unique_ptr<ax::search::Proposer> proposer;
+      std::unique_ptr<ax::search::Proposer> proposer, warm_proposer;
+      if (warm) {
+        if (ax::Status s = ax::builtin::MakeBuiltinProposer(pool.get(), t, jo, &warm_proposer); !s.ok()) {
+          statuses[i] = s;
+          results[i].task = t.name;
+          results[i].status = "stopped: " + s.message();
+          continue;
+        }
+      }
       if (builtin) {
         if (ax::Status s = ax::builtin::MakeBuiltinProposer(pool.get(), t, jo, &proposer); !s.ok()) {
           statuses[i] = s;
@@ -256,9 +374,16 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
       } else {
         proposer = std::make_unique<ax::search::LlmProposer>(&prompts, &caller);
       }
-      ax::search::TaskSearch search(t, pool.get(), jo, proposer.get(), store.get(), cfg, progress, [&] {
-        return Interrupted() ? ax::Status::Error("interrupted") : accountant->CheckBudget();
+      RejectionWatch watched(proposer.get(), on_reject);
+      ax::search::TaskSearch search(t, pool.get(), jo, &watched, store.get(), cfg, progress, [&]() -> ax::Status {
+        if (Interrupted()) return ax::Status::Error(ax::StatusCode::kCancelled, "interrupted");
+        {
+          std::lock_guard<std::mutex> lock(reject_mu);
+          if (!rejected.ok()) return rejected;
+        }
+        return accountant->CheckBudget();
       });
+      search.SetWarmStart(warm_proposer.get());
       if (use_memory) search.SetRulesProvider([&] { return memory.Select(); });
       if (adapt) {
         search.SetOnJudged([&, name = t.name](const std::string& source, const ax::search::Outcome& o) {
@@ -298,9 +423,16 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
         std::snprintf(buf, sizeof buf, "  %.3fx vs %s", sp, k.c_str());
         line += buf;
       }
-      line += "  (node " + std::to_string(r.best_node) + ")";
+      line += "  (node " + std::to_string(r.best_node);
+      if (warm) {
+        line += ", from " + r.best_origin;
+        if (r.best_refines_warm_start) line += ", refining a warm-start kernel";
+      }
+      line += ")";
     }
-    line += "  steps " + std::to_string(r.steps_done) + ", judged " + std::to_string(r.judged) + ", LLM calls " +
+    line += "  steps " + std::to_string(r.steps_done);
+    if (warm) line += " (" + std::to_string(r.warm_start_steps) + " warm-start)";
+    line += ", judged " + std::to_string(r.judged) + ", LLM calls " +
             std::to_string(r.llm_calls) + (r.llm_replayed ? " (" + std::to_string(r.llm_replayed) + " from the store)" : "");
     if (hooks.print_results) std::cout << line << std::endl;
     if (!statuses[i].ok() && !(Interrupted() && statuses[i].message() == "interrupted")) {
@@ -342,6 +474,14 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
   if (Interrupted()) {
     Fail("interrupted: the run is saved in " + out + " (--resume continues it)");
     return kExitInterrupted;
+  }
+  // A provider that rejects the key, the model or the account is the user's
+  // setup to fix: exit 2 even when warm-start steps (or steps before a quota
+  // ran out) were made; they are saved, and --resume continues the run.
+  if (!rejected.ok()) {
+    Fail("the LLM provider rejected the run (" + std::string(ax::StatusCodeName(rejected.code())) +
+         "): " + rejected.message() + "; the run is saved in " + out + " (--resume continues it)");
+    return kExitBadInput;
   }
   return failures ? kExitEnvironment : 0;
 }

@@ -33,10 +33,19 @@ struct SearchFlags {
   std::string prices;
   int jobs = 1;
   int llm_max_tokens = 8192;
-  std::string hardware = "an NVIDIA H200 GPU (Hopper, sm_90, 132 SMs, 141 GB HBM3e at 4.8 TB/s)";
+  // --hardware: the prompts' description of the device. "" (the default):
+  // the judge's measured facts on a GPU (name, SMs, memory, copy bandwidth,
+  // fp32 matmul rate), kept in the run's config so that --resume asks the
+  // same prompts; on the CPU a fixed line about Triton's interpreter.
+  std::string hardware;
   search::SearchParams params;
   std::string reward_mapping = "linear-clipped";
   int retime_top = 3;
+  // --warm-start builtin|none ("" when not given: none, or the stored run's
+  // on --resume) and --warm-start-steps (-1 when not given: a third of
+  // --steps, or the stored run's on --resume).
+  std::string warm_start;
+  int warm_start_steps = -1;
 };
 
 // The search flags of optimize, bench and adapt (not --out or --jobs, whose

@@ -15,7 +15,28 @@ enum class StatusCode {
   kUnavailable,      // a service (the broker) cannot be reached now; retrying may help
   kUnauthenticated,  // a service refused the credentials
   kDeadlineExceeded, // a service stayed unreachable past its deadline
+  kNotFound,         // a service does not know what was asked for (an LLM model: HTTP 404)
+  kResourceExhausted,// a service's account is out of quota
+  kCancelled,        // stopped by the caller's own limit: a budget spent, an interrupt
 };
+
+// The code's name, as summaries write it: "ok", "error", "invalid_input",
+// "unavailable", "unauthenticated", "deadline_exceeded", "not_found",
+// "resource_exhausted", "cancelled".
+inline const char* StatusCodeName(StatusCode c) {
+  switch (c) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kError: return "error";
+    case StatusCode::kInvalidInput: return "invalid_input";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kUnauthenticated: return "unauthenticated";
+    case StatusCode::kDeadlineExceeded: return "deadline_exceeded";
+    case StatusCode::kNotFound: return "not_found";
+    case StatusCode::kResourceExhausted: return "resource_exhausted";
+    case StatusCode::kCancelled: return "cancelled";
+  }
+  return "error";
+}
 
 class Status {
  public:

@@ -10,7 +10,7 @@ using json = nlohmann::json;
 
 json DeviceFacts::ToJson() const {
   return {{"name", name}, {"sms", sms}, {"memory_bytes", memory_bytes}, {"copy_gbps", copy_gbps},
-          {"fp32_tflops", fp32_tflops}};
+          {"fp32_tflops", fp32_tflops}, {"tf32_tflops", tf32_tflops}};
 }
 
 bool DeviceFacts::FromJson(const json& j, DeviceFacts* out) {
@@ -21,6 +21,7 @@ bool DeviceFacts::FromJson(const json& j, DeviceFacts* out) {
   f.memory_bytes = j.value("memory_bytes", int64_t{0});
   f.copy_gbps = j.value("copy_gbps", 0.0);
   f.fp32_tflops = j.value("fp32_tflops", 0.0);
+  f.tf32_tflops = j.value("tf32_tflops", 0.0);
   *out = f;
   return true;
 }
@@ -34,6 +35,12 @@ std::string DeviceFacts::Describe() const {
   return buf;
 }
 
+std::string HardwareLine(bool cuda, const DeviceFacts* facts) {
+  if (!cuda) return "the CPU (Triton's interpreter; timings are CPU figures)";
+  if (facts && !facts->name.empty()) return "an " + facts->Describe();
+  return "an NVIDIA GPU";
+}
+
 json Profile::ToJson() const {
   json j = {{"busy_ms", busy_ms}, {"kernels", json::array()}};
   for (const auto& k : kernels) {
@@ -44,7 +51,7 @@ json Profile::ToJson() const {
     j["roofline"] = {{"flops", r.flops},   {"bytes", r.bytes},
                      {"gbps", r.gbps},     {"tflops", r.tflops},
                      {"bandwidth_fraction", r.bandwidth_fraction}, {"flops_fraction", r.flops_fraction},
-                     {"bound", r.bound}};
+                     {"bound", r.bound},   {"peak_gbps", r.peak_gbps}, {"peak_tflops", r.peak_tflops}};
   }
   return j;
 }
@@ -64,7 +71,8 @@ Profile Profile::FromJson(const json& j) {
     p.roofline = Roofline{r.value("flops", 0.0), r.value("bytes", 0.0),
                           r.value("gbps", 0.0), r.value("tflops", 0.0),
                           r.value("bandwidth_fraction", 0.0), r.value("flops_fraction", 0.0),
-                          r.value("bound", "")};
+                          r.value("bound", ""),
+                          r.value("peak_gbps", 0.0), r.value("peak_tflops", 0.0)};
   }
   return p;
 }
@@ -80,7 +88,7 @@ std::string Profile::Summary() const {
   if (roofline) {
     const Roofline& r = *roofline;
     if (r.bound == "compute") {
-      std::snprintf(buf, sizeof buf, "; %.0f%% of fp32 matmul FLOP/s (compute-bound)", r.flops_fraction * 100);
+      std::snprintf(buf, sizeof buf, "; %.0f%% of fp32-accurate matmul FLOP/s (compute-bound)", r.flops_fraction * 100);
     } else {
       std::snprintf(buf, sizeof buf, "; %.0f%% of copy bandwidth (memory-bound)", r.bandwidth_fraction * 100);
     }
@@ -109,9 +117,11 @@ Profile MakeProfile(const json& kernel_times, const TaskInfo& task, const Device
     r.gbps = r.bytes / seconds / 1e9;
     r.tflops = r.flops / seconds / 1e12;
     r.bandwidth_fraction = r.gbps / facts->copy_gbps;
-    r.flops_fraction = r.tflops / facts->fp32_tflops;
+    r.peak_gbps = facts->copy_gbps;
+    r.peak_tflops = facts->AccurateTflops();
+    r.flops_fraction = r.tflops / r.peak_tflops;
     // The ridge: FLOPs per byte where the two peaks meet.
-    const double ridge = facts->fp32_tflops * 1e12 / (facts->copy_gbps * 1e9);
+    const double ridge = r.peak_tflops * 1e12 / (facts->copy_gbps * 1e9);
     r.bound = r.flops / r.bytes > ridge ? "compute" : "memory";
     p.roofline = r;
   }

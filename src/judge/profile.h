@@ -24,12 +24,23 @@ struct DeviceFacts {
   int64_t memory_bytes = 0;
   double copy_gbps = 0;      // a large device-to-device copy, read + write bytes per second / 1e9
   double fp32_tflops = 0;    // an fp32 matrix product (no TF32)
+  double tf32_tflops = 0;    // the same product on TF32 tensor cores (GPU; 0: not measured)
+
+  // The fastest fp32-accurate matrix-product rate: plain fp32, or the tensor
+  // cores used three times per product (3xTF32), a third of the TF32 rate.
+  double AccurateTflops() const { return tf32_tflops / 3 > fp32_tflops ? tf32_tflops / 3 : fp32_tflops; }
 
   nlohmann::json ToJson() const;
   static bool FromJson(const nlohmann::json& j, DeviceFacts* out);  // false: not a facts object
   // "NVIDIA H200 (132 SMs, 140 GB, measured copy bandwidth 4.0 TB/s, fp32 matmul 51 TFLOP/s)"
   std::string Describe() const;
 };
+
+// The prompts' line about the device ({{hardware}}): "an " + Describe() of
+// measured GPU facts; on the CPU a fixed line (kernels run in Triton's
+// interpreter, timings are CPU figures); "an NVIDIA GPU" for a GPU whose
+// facts are unknown (null or nameless).
+std::string HardwareLine(bool cuda, const DeviceFacts* facts);
 
 struct KernelTime {
   std::string name;
@@ -45,8 +56,10 @@ struct Roofline {
   double gbps = 0;             // bytes / busy time
   double tflops = 0;           // flops / busy time
   double bandwidth_fraction = 0;  // of the measured copy bandwidth
-  double flops_fraction = 0;      // of the measured fp32 matrix-product rate
+  double flops_fraction = 0;      // of DeviceFacts::AccurateTflops()
   std::string bound;           // "memory" or "compute": which side of the ridge the task's intensity is
+  double peak_gbps = 0;        // the device's measured peaks the fractions are of
+  double peak_tflops = 0;
 };
 
 struct Profile {

@@ -87,12 +87,12 @@ Status Accountant::CheckBudget() const {
   if (budget_.max_tokens > 0 && run_.input_tokens + run_.output_tokens >= budget_.max_tokens) {
     std::snprintf(buf, sizeof buf, "token budget spent: %lld of %lld tokens used; no more LLM calls this run",
                   (long long)(run_.input_tokens + run_.output_tokens), (long long)budget_.max_tokens);
-    return Status::Error(buf);
+    return Status::Error(StatusCode::kCancelled, buf);
   }
   if (budget_.max_usd > 0 && run_.cost_usd >= budget_.max_usd) {
     std::snprintf(buf, sizeof buf, "dollar budget spent: $%.4f of $%.4f; no more LLM calls this run",
                   run_.cost_usd, budget_.max_usd);
-    return Status::Error(buf);
+    return Status::Error(StatusCode::kCancelled, buf);
   }
   return Status::Ok();
 }

@@ -432,7 +432,8 @@ std::string TreeSvg(const TaskData& t, int ti) {
         label = F(v >= 10 ? "%.0f" : v >= 0.1 ? "%.2f" : "%.3f", v);
       }
     }
-    std::string tip = "node " + std::to_string(n.id) + " (" + n.kind + " step): " + n.status;
+    std::string tip = "node " + std::to_string(n.id) + " (" + n.kind + " step" + (n.warm_start ? ", warm start" : "") +
+                      "): " + n.status;
     if (n.kind == "root") tip = "node 0: the PyTorch reference";
     if (n.correct) tip += ", " + FormatSpeedup(n.speedup_eager) + " vs eager";
     if (n.speedup_compile) tip += ", " + FormatSpeedup(n.speedup_compile) + " vs torch.compile";
@@ -557,7 +558,7 @@ function showNode(ti,id){
   var prev=document.querySelector('.node.sel');if(prev)prev.classList.remove('sel');
   var g=document.querySelector('.node[data-task="'+ti+'"][data-node="'+id+'"]');if(g)g.classList.add('sel');
   pbody.textContent='';
-  ptitle.textContent=t.name+' / node '+n.id+' ('+n.kind+(n.kind==='root'?'':' step')+'): '+n.status+(n.correct?' '+fmt(n.se)+' vs eager'+(n.sc!=null?', '+fmt(n.sc)+' vs torch.compile':''):'');
+  ptitle.textContent=t.name+' / node '+n.id+' ('+n.kind+(n.kind==='root'?'':' step')+(n.ws?', warm start':'')+'): '+n.status+(n.correct?' '+fmt(n.se)+' vs eager'+(n.sc!=null?', '+fmt(n.sc)+' vs torch.compile':''):'');
   var facts=el('p',{'class':'small muted'});
   facts.textContent=(n.parent>=0?'parent #'+n.parent+' \u00b7 ':'')+'visits '+n.visits+' \u00b7 reward '+Number(n.reward).toFixed(3)+(n.flags.length?' \u00b7 flags: '+n.flags.join(', '):'')+(n.id===t.best_node?' \u00b7 best kernel of the task':'');
   pbody.appendChild(facts);
@@ -569,7 +570,7 @@ function showNode(ti,id){
   if(prof&&prof.kernels&&prof.kernels.length){
     pbody.appendChild(el('h4',null,'GPU profile'));
     var rl=prof.roofline;
-    pbody.appendChild(el('p',{'class':'small'},prof.kernels.length+' kernel'+(prof.kernels.length>1?'s':'')+', '+num(prof.busy_ms)+' ms busy'+(rl?' \u00b7 '+rl.bound+'-bound: '+(100*rl.bandwidth_fraction).toFixed(0)+'% of copy bandwidth ('+num(rl.gbps)+' GB/s), '+(100*rl.flops_fraction).toFixed(0)+'% of fp32 matmul FLOP/s ('+num(rl.tflops)+' TFLOP/s)':'')));
+    pbody.appendChild(el('p',{'class':'small'},prof.kernels.length+' kernel'+(prof.kernels.length>1?'s':'')+', '+num(prof.busy_ms)+' ms busy'+(rl?' \u00b7 '+rl.bound+'-bound: '+(100*rl.bandwidth_fraction).toFixed(0)+'% of copy bandwidth ('+num(rl.gbps)+' GB/s), '+(100*rl.flops_fraction).toFixed(0)+'% of fp32-accurate matmul FLOP/s ('+num(rl.tflops)+' TFLOP/s)':'')));
     var tb=el('table',{'class':'profile'});var hr=el('tr');['kernel','ms','share','launches'].forEach(function(h){hr.appendChild(el('th',null,h));});tb.appendChild(hr);
     prof.kernels.forEach(function(k){var r=el('tr');r.appendChild(el('td',{'class':'src'},k.name));r.appendChild(el('td',null,num(k.ms)));r.appendChild(el('td',null,(100*k.share).toFixed(1)+'%'));r.appendChild(el('td',null,String(k.launches)));tb.appendChild(r);});
     pbody.appendChild(tb);
@@ -779,6 +780,7 @@ std::string HtmlReport(const Report& r, const std::string& html_path, const Comp
       nodes.push_back({{"id", n.id},
                        {"parent", n.parent},
                        {"kind", n.kind},
+                       {"ws", n.warm_start},
                        {"status", n.status},
                        {"correct", n.correct},
                        {"se", Opt(n.speedup_eager)},

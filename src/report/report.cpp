@@ -128,6 +128,14 @@ std::string TextSummary(const Report& r) {
   }
   for (const auto& t : r.run.tasks)
     if (t.status.rfind("stopped", 0) == 0) o << "  " << t.name << ": " << t.status << "\n";
+  for (const auto& t : r.run.tasks) {
+    if (t.warm_start_steps <= 0) continue;
+    o << "  " << t.name << ": " << t.warm_start_steps << " warm-start step" << (t.warm_start_steps == 1 ? "" : "s");
+    if (!t.best_origin.empty()) {
+      o << "; best kernel from " << t.best_origin << (t.best_refines_warm_start ? " (refining a warm-start kernel)" : "");
+    }
+    o << "\n";
+  }
   const RunMetrics& m = r.metrics;
   auto block = [&](const char* title, const SetMetrics& s) {
     o << title << ": correct " << s.correct << "/" << s.tasks << " (" << Pct(s.correctness) << ")\n";
@@ -192,6 +200,9 @@ json ReportJson(const Report& r) {
                      {"steps", t.steps},
                      {"judged", t.judged},
                      {"llm_calls", t.llm_calls},
+                     {"warm_start_steps", t.warm_start_steps},
+                     {"best_origin", t.best_origin.empty() ? json(nullptr) : json(t.best_origin)},
+                     {"best_refines_warm_start", t.best_refines_warm_start},
                      {"best_file", t.best_file},
                      {"cost", CostJson(t.cost)},
                      {"cost_by_purpose", by}});

@@ -144,6 +144,7 @@ NodeInfo ParseNode(const json& n, const std::map<std::string, json>& verdicts) {
   x.id = static_cast<int>(Num(n, "id").value_or(0));
   x.parent = static_cast<int>(Num(n, "parent").value_or(-1));
   x.kind = Str(n, "kind");
+  x.warm_start = n.is_object() && n.value("warm_start", json(false)).is_boolean() && n.value("warm_start", false);
   x.source = Str(n, "source");
   x.hash = Str(n, "hash");
   x.note = Str(n, "note");
@@ -291,6 +292,10 @@ Status LoadRun(const std::string& dir, RunData* out) {
       t.cost.wall_s = Num(s, "wall_s").value_or(0);
       t.flags = Strings(s, "flags");
       t.device = Str(s, "device");
+      t.warm_start_steps = static_cast<int>(Num(s, "warm_start_steps").value_or(0));
+      t.best_origin = Str(s, "best_origin");
+      t.best_refines_warm_start = s.value("best_refines_warm_start", json(false)).is_boolean() &&
+                                  s.value("best_refines_warm_start", false);
       if (t.best_node >= 0) {
         json sp = s.value("speedup", json::object());
         t.speedup_eager = Speedup(sp, "eager");

@@ -32,6 +32,7 @@ struct CallInfo {
 struct NodeInfo {
   int id = 0, parent = -1;
   std::string kind;               // root, large, small
+  bool warm_start = false;        // made by the warm start (--warm-start builtin)
   std::string status;             // the judge's status, or duplicate / no_candidate
   bool correct = false;
   std::optional<double> speedup_eager, speedup_compile;
@@ -63,6 +64,12 @@ struct TaskData {
   std::vector<std::string> flags;
   bool degenerate = false;
   std::string device;
+  // From the summary: steps taken by the warm start (--warm-start), and where
+  // the best kernel came from ("builtin", "llm"; "" when unknown), and whether
+  // it is an LLM refinement of a warm-start kernel.
+  int warm_start_steps = 0;
+  std::string best_origin;
+  bool best_refines_warm_start = false;
   std::string best_source;        // best.py as written, or the best node's source
   std::string best_file;          // path of best.py when it exists ("" otherwise)
   std::vector<NodeInfo> nodes;    // id order = step order; nodes[0] the root

@@ -22,6 +22,28 @@ bool FatalError(llm::ErrorKind k) {
          k == ErrorKind::kNotFound;
 }
 
+// Why a failed call ends the search, as a typed code (Proposal::stop).
+StatusCode StopCode(llm::ErrorKind k) {
+  using llm::ErrorKind;
+  switch (k) {
+    case ErrorKind::kAuth: return StatusCode::kUnauthenticated;
+    case ErrorKind::kNotFound: return StatusCode::kNotFound;
+    case ErrorKind::kQuota: return StatusCode::kResourceExhausted;
+    case ErrorKind::kBudget: return StatusCode::kCancelled;
+    case ErrorKind::kConfig: return StatusCode::kInvalidInput;
+    default: return StatusCode::kError;
+  }
+}
+
+// A proposal that ends the search because this side failed (a prompt, the store).
+Proposal Stop(const std::string& why) {
+  Proposal p;
+  p.note = why;
+  p.infra_failure = true;
+  p.stop = Status::Error(why);
+  return p;
+}
+
 }  // namespace
 
 llm::ChatResult LlmCaller::Ask(const std::string& purpose, const RenderedPrompt& prompt, Status* store_error) {
@@ -66,7 +88,7 @@ Proposal LlmProposer::Fail(const llm::ChatResult& r, const std::string& what) {
   Proposal p;
   p.note = what + ": " + r.status.message();
   p.infra_failure = InfraError(r.error) || FatalError(r.error);
-  p.stop_run = FatalError(r.error);
+  if (FatalError(r.error)) p.stop = Status::Error(StopCode(r.error), p.note);
   return p;
 }
 
@@ -75,9 +97,9 @@ Proposal LlmProposer::Propose(const StepContext& ctx) {
   RenderedPrompt prompt;
   if (ctx.large) {
     Status s = prompts_->Proposer(ctx.prompt, &prompt);
-    if (!s.ok()) return Proposal{"", "prompt: " + s.message(), true, true};
+    if (!s.ok()) return Stop("prompt: " + s.message());
     llm::ChatResult r = caller_->Ask("propose", prompt, &store_error);
-    if (!store_error.ok()) return Proposal{"", store_error.message(), true, true};
+    if (!store_error.ok()) return Stop(store_error.message());
     if (!r.ok() && r.error != llm::ErrorKind::kTruncated) return Fail(r, "the proposer call failed");
     llm::Extracted code = llm::ExtractCode(r.reply.text);
     Proposal p;
@@ -88,9 +110,9 @@ Proposal LlmProposer::Propose(const StepContext& ctx) {
   }
   // Small step: reviser, then tuner.
   Status s = prompts_->Reviser(ctx.prompt, &prompt);
-  if (!s.ok()) return Proposal{"", "prompt: " + s.message(), true, true};
+  if (!s.ok()) return Stop("prompt: " + s.message());
   llm::ChatResult rev = caller_->Ask("revise", prompt, &store_error);
-  if (!store_error.ok()) return Proposal{"", store_error.message(), true, true};
+  if (!store_error.ok()) return Stop(store_error.message());
   if (!rev.ok() && rev.error != llm::ErrorKind::kTruncated) return Fail(rev, "the reviser call failed");
   PromptInputs in = ctx.prompt;
   in.guidance = Trim(rev.reply.text);
@@ -99,9 +121,9 @@ Proposal LlmProposer::Propose(const StepContext& ctx) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     in.feedback = feedback;
     s = prompts_->Tuner(in, &prompt);
-    if (!s.ok()) return Proposal{"", "prompt: " + s.message(), true, true};
+    if (!s.ok()) return Stop("prompt: " + s.message());
     llm::ChatResult tun = caller_->Ask(attempt == 0 ? "tune" : "tune-retry", prompt, &store_error);
-    if (!store_error.ok()) return Proposal{"", store_error.message(), true, true};
+    if (!store_error.ok()) return Stop(store_error.message());
     if (!tun.ok() && tun.error != llm::ErrorKind::kTruncated) return Fail(tun, "the tuner call failed");
     report = llm::ApplyEditReply(ctx.prompt.parent.source, tun.reply.text);
     bool any = false;

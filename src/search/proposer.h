@@ -24,8 +24,21 @@ struct Proposal {
   std::string source;           // the candidate; empty when the step produced none
   std::string note;             // guidance used, edit report, or why there is no candidate
   bool infra_failure = false;   // the LLM failed (network, quota): not the kernel's fault
-  bool stop_run = false;        // the run cannot go on (budget spent, key rejected)
+  // Not ok: this task's search cannot go on. The code says why:
+  // kUnauthenticated, kNotFound, kResourceExhausted: the provider rejected
+  // the key, the model or the account (RejectedByProvider); kCancelled: the
+  // run's own token or dollar budget is spent; kInvalidInput: the client is
+  // misconfigured; kError: anything else (a prompt or the store failed, the
+  // builtin proposer declined the task).
+  Status stop;
 };
+
+// The provider refused to serve this run at all (401/403, 404, an exhausted
+// quota): no further call can succeed until the user fixes the setup.
+inline bool RejectedByProvider(const Status& s) {
+  return s.code() == StatusCode::kUnauthenticated || s.code() == StatusCode::kNotFound ||
+         s.code() == StatusCode::kResourceExhausted;
+}
 
 class Proposer {
  public:
@@ -33,6 +46,8 @@ class Proposer {
   virtual Proposal Propose(const StepContext& ctx) = 0;
   // LLM calls made so far and how many of them came from the run store.
   virtual std::pair<int, int> Calls() const { return {0, 0}; }
+  // Where its kernels come from, as summaries name it: "llm" or "builtin".
+  virtual const char* Origin() const = 0;
 };
 
 // The LLM calls of one task's search, numbered in order and kept in the run
@@ -65,6 +80,7 @@ class LlmProposer : public Proposer {
   LlmProposer(const Prompts* prompts, LlmCaller* caller) : prompts_(prompts), caller_(caller) {}
   Proposal Propose(const StepContext& ctx) override;
   std::pair<int, int> Calls() const override { return {caller_->calls(), caller_->replayed()}; }
+  const char* Origin() const override { return "llm"; }
 
  private:
   Proposal Fail(const llm::ChatResult& r, const std::string& what);

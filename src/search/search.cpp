@@ -1,5 +1,6 @@
 #include "search/search.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <tuple>
@@ -36,6 +37,7 @@ Outcome OutcomeOf(const Verdict& v) {
   o.runtime_ms = v.runtime_ms.value_or(0.0);
   o.error = Excerpt(v.error, 3000);
   o.flags = v.flags;
+  if (v.profile) o.profile = v.profile->Summary();
   return o;
 }
 
@@ -53,6 +55,12 @@ nlohmann::json TaskResult::ToJson() const {
     j["best_verdict"] = best.ToJson();
   }
   if (!retime_failures.empty()) j["retime_failures"] = retime_failures;
+  j["warm_start_steps"] = warm_start_steps;
+  if (!best_origin.empty()) {
+    j["best_origin"] = best_origin;
+    j["best_refines_warm_start"] = best_refines_warm_start;
+  }
+  if (!stop.ok()) j["stop_code"] = StatusCodeName(stop.code());
   return j;
 }
 
@@ -71,6 +79,9 @@ bool TaskResult::FromStored(const nlohmann::json& j, TaskResult* out) {
     r.judge_reused = j.value("judge_reused", 0);
     r.wall_s = j.value("wall_s", 0.0);
     r.first_correct = j.value("first_correct", false);
+    r.warm_start_steps = j.value("warm_start_steps", 0);
+    r.best_origin = j.value("best_origin", std::string());
+    r.best_refines_warm_start = j.value("best_refines_warm_start", false);
     if (j.contains("retime_failures") && j["retime_failures"].is_array()) r.retime_failures = j["retime_failures"];
     if (r.best_node >= 0) {
       if (!j.contains("best_verdict")) return false;
@@ -103,6 +114,7 @@ ShownKernel TaskSearch::Show(int id) const {
   k.verdict = VerdictLine(n.outcome);
   if (!n.outcome.correct && !n.outcome.error.empty()) k.verdict += "\n\n```\n" + Excerpt(n.outcome.error, 1500) + "\n```";
   k.note = n.note;
+  k.profile = n.outcome.profile;
   return k;
 }
 
@@ -191,6 +203,19 @@ std::optional<double> TaskSearch::BestSpeedup() const {
   return tree_.node(best).outcome.speedup;
 }
 
+void TaskSearch::SetOrigin(TaskResult* result) const {
+  if (result->best_node < 0) return;
+  const Node& best = tree_.node(result->best_node);
+  if (best.warm_start) {
+    result->best_origin = "builtin";
+    return;
+  }
+  result->best_origin = proposer_->Origin();
+  int id = result->best_node;
+  while (tree_.node(id).kind == StepKind::kSmall) id = tree_.node(id).parent;
+  result->best_refines_warm_start = id != result->best_node && tree_.node(id).warm_start;
+}
+
 Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
   const double t0 = NowSeconds();
   result->task = task_.name;
@@ -198,30 +223,61 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
   root_ = tree_.AddRoot(task_.source, task_.hash);
   ir_tip_ = root_;
   Status fatal;
-  for (int step = 0; step < cfg_.steps; ++step) {
+  // The warm start: up to warm_budget steps of the warm-start proposer, all
+  // large steps from the root, before the main proposer's first step.
+  const int warm_budget = warm_ ? std::clamp(cfg_.warm_start_steps, 0, cfg_.steps) : 0;
+  bool warming = warm_budget > 0;
+  bool main_stepped = false;  // the main proposer has taken a step
+  auto end_warm_start = [&] {
+    warming = false;
+    // Iterative refinement continues from the best warm-start kernel.
+    if (cfg_.method == "ir" && tree_.best() >= 0) ir_tip_ = tree_.best();
+  };
+  int step = 0;
+  while (step < cfg_.steps) {
     if (budget_check_) {
       Status b = budget_check_();
       if (!b.ok()) {
         result->status = "stopped: " + b.message();
+        result->stop = b;
         break;
       }
     }
     if (cfg_.max_wall_s > 0 && NowSeconds() - t0 > cfg_.max_wall_s) {
       result->status = "stopped: wall-time budget spent";
+      result->stop = Status::Error(StatusCode::kCancelled, "wall-time budget spent");
       break;
     }
     bool large = true;
-    int node = SelectNode(&large);
-    Proposal p = proposer_->Propose(Context(node, large));
-    if (p.stop_run) {
-      result->status = "stopped: " + FirstLine(p.note, 300);
-      break;
-    }
-    if (p.infra_failure) {
-      // The LLM failed, not the kernel: no node, no reward; the step is spent.
-      result->steps_done = step + 1;
-      if (progress_) progress_({task_.name, "step " + std::to_string(step + 1) + ": " + FirstLine(p.note, 200), step + 1, cfg_.steps, BestSpeedup()});
-      continue;
+    int node = root_;
+    Proposal p;
+    const bool warm = warming;
+    if (warm) {
+      p = warm_->Propose(Context(root_, true));
+      if (!p.stop.ok() || p.infra_failure || p.source.empty()) {
+        // Declined, or nothing new: no step spent; the main proposer takes over.
+        end_warm_start();
+        if (progress_) {
+          progress_({task_.name, std::string(result->warm_start_steps ? "warm start ended" : "no warm start") + ": " +
+                                     FirstLine(p.note, 200),
+                     0, cfg_.steps, BestSpeedup()});
+        }
+        continue;
+      }
+    } else {
+      node = SelectNode(&large);
+      p = proposer_->Propose(Context(node, large));
+      if (!p.stop.ok()) {
+        result->status = "stopped: " + FirstLine(p.note, 300);
+        result->stop = Status::Error(p.stop.code(), FirstLine(p.note, 300));
+        break;
+      }
+      if (p.infra_failure) {
+        // The LLM failed, not the kernel: no node, no reward; the step is spent.
+        result->steps_done = ++step;
+        if (progress_) progress_({task_.name, "step " + std::to_string(step) + ": " + FirstLine(p.note, 200), step, cfg_.steps, BestSpeedup()});
+        continue;
+      }
     }
     Outcome o;
     std::string hash;
@@ -237,15 +293,21 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
         Verdict v;
         o = Judge1(p.source, &v, &fatal);
         if (!fatal.ok()) break;
-        if (on_judged_) on_judged_(p.source, o);
+        if (on_judged_ && !warm) on_judged_(p.source, o);
       }
     }
     int child = tree_.AddChild(node, large ? StepKind::kLarge : StepKind::kSmall, p.source, hash, p.note);
+    if (warm) tree_.SetWarmStart(child);
     tree_.SetOutcome(child, o);
     tree_.Backpropagate(child, Reward(o, cfg_.params.reward));
-    if (cfg_.method == "ir" && !p.source.empty() && o.status != "duplicate") ir_tip_ = child;
-    result->steps_done = step + 1;
-    if (step == 0) result->first_correct = o.correct;
+    if (cfg_.method == "ir" && !warm && !p.source.empty() && o.status != "duplicate") ir_tip_ = child;
+    result->steps_done = ++step;
+    if (warm) {
+      if (++result->warm_start_steps == warm_budget) end_warm_start();
+    } else if (!main_stepped) {
+      main_stepped = true;
+      result->first_correct = o.correct;
+    }
     if (store_) {
       Status s = store_->PutTree(task_.name, tree_.ToJson());
       if (!s.ok()) {
@@ -256,10 +318,10 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
     if (progress_) {
       int best = tree_.best();
       char buf[400];
-      std::snprintf(buf, sizeof buf, "step %d/%d %s from node %d: %s | best %s", step + 1, cfg_.steps,
-                    large ? "large" : "small", node, FirstLine(VerdictLine(o), 120).c_str(),
+      std::snprintf(buf, sizeof buf, "step %d/%d %s from node %d: %s | best %s", step, cfg_.steps,
+                    warm ? "warm-start" : large ? "large" : "small", node, FirstLine(VerdictLine(o), 120).c_str(),
                     best >= 0 ? (std::to_string(tree_.node(best).outcome.speedup).substr(0, 5) + "x").c_str() : "none");
-      progress_({task_.name, buf, step + 1, cfg_.steps, BestSpeedup()});
+      progress_({task_.name, buf, step, cfg_.steps, BestSpeedup()});
     }
   }
   auto finish = [&]() -> Status {
@@ -271,6 +333,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
   };
   if (!fatal.ok()) {
     result->status = "stopped: " + fatal.message();
+    result->stop = fatal;
     (void)finish();
     return fatal;
   }
@@ -308,6 +371,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
       best_ms = ms;
     }
   }
+  SetOrigin(result);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   const std::string best_path = out_dir + "/best.py";

@@ -28,6 +28,9 @@ struct SearchConfig {
   std::vector<std::string> rules;   // skill-memory rules for the prompts, best first
   int retime_top = 3;               // candidates re-timed at the end
   double max_wall_s = 0;            // 0: no limit
+  // Steps of the warm-start proposer (TaskSearch::SetWarmStart) before the
+  // first step of the main one; counted against `steps` (clamped to it).
+  int warm_start_steps = 0;
 };
 
 struct TaskResult {
@@ -37,8 +40,18 @@ struct TaskResult {
   int best_node = -1;
   Verdict best;              // the re-timed verdict of the winner
   int llm_calls = 0, llm_replayed = 0, judged = 0, judge_reused = 0;
-  bool first_correct = false;  // the first proposal was correct (pass@1)
+  bool first_correct = false;  // the main proposer's first proposal was correct (pass@1)
   double wall_s = 0;
+  int warm_start_steps = 0;    // steps the warm-start proposer took (nodes it added)
+  // Where the winner came from: "builtin" (a warm-start node) or the main
+  // proposer's Origin(); "" without a winner. refines: the winner is a chain
+  // of the main proposer's small steps on a warm-start kernel.
+  std::string best_origin;
+  bool best_refines_warm_start = false;
+  // Not ok when the search stopped early; its code says why (a stop of the
+  // proposer, see Proposal::stop, or of the budget check). The message is
+  // what `status` shows after "stopped: ".
+  Status stop;
   // Candidates of the final re-timing that did not come back correct, each
   // {"node": id, "reason": one line}; a timeout, a judge error or a failure
   // of the trusted reference is retried once.
@@ -71,7 +84,14 @@ class TaskSearch {
   // Rules for each prompt, asked afresh every step (a memory that learns
   // during the run); when unset, cfg.rules.
   void SetRulesProvider(std::function<std::vector<std::string>()> f) { rules_provider_ = std::move(f); }
-  // Called after each judged candidate (not duplicates or empty proposals).
+  // A second proposer that takes the first cfg.warm_start_steps steps: large
+  // steps from the root, whose nodes are marked warm_start. Its first
+  // proposal stopping the run (a task it declines) spends no step; nor does
+  // an empty proposal (it has nothing new): the rest of the budget then goes
+  // to the main proposer. Not owned; nullptr: no warm start.
+  void SetWarmStart(Proposer* warm) { warm_ = warm; }
+  // Called after each judged candidate (not duplicates or empty proposals,
+  // nor the warm-start proposer's candidates).
   void SetOnJudged(std::function<void(const std::string& source, const Outcome& o)> f) { on_judged_ = std::move(f); }
 
  private:
@@ -80,11 +100,13 @@ class TaskSearch {
   StepContext Context(int node, bool large);
   ShownKernel Show(int node) const;
   std::optional<double> BestSpeedup() const;  // the tree's best correct candidate's
+  void SetOrigin(TaskResult* result) const;    // best_origin, best_refines_warm_start
 
   TaskRef task_;
   Judge* judge_;
   JudgeOptions jopts_;
   Proposer* proposer_;
+  Proposer* warm_ = nullptr;
   RunStore* store_;
   SearchConfig cfg_;
   ProgressFn progress_;

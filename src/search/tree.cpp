@@ -103,8 +103,10 @@ std::optional<RewardMapping> ParseRewardMapping(std::string_view name) {
 // ---------------------------------------------------------------- Outcome
 
 json Outcome::ToJson() const {
-  return {{"status", status}, {"correct", correct}, {"speedup", speedup},
-          {"runtime_ms", runtime_ms}, {"error", error}, {"flags", flags}};
+  json j = {{"status", status}, {"correct", correct}, {"speedup", speedup},
+            {"runtime_ms", runtime_ms}, {"error", error}, {"flags", flags}};
+  if (!profile.empty()) j["profile"] = profile;
+  return j;
 }
 
 Outcome Outcome::FromJson(const json& j) {
@@ -115,6 +117,7 @@ Outcome Outcome::FromJson(const json& j) {
   o.speedup = GetNumber(j, "speedup", 0);
   o.runtime_ms = GetNumber(j, "runtime_ms", 0);
   o.error = GetString(j, "error");
+  o.profile = GetString(j, "profile");
   if (auto it = j.find("flags"); it != j.end()) {
     if (!it->is_array()) throw std::invalid_argument("'flags' is not an array");
     for (const auto& f : *it) {
@@ -278,6 +281,13 @@ int Tree::AddChild(int parent, StepKind kind, std::string source, std::string ha
 }
 
 void Tree::SetNote(int id, std::string note) { at(id).note = std::move(note); }
+
+void Tree::SetWarmStart(int id) {
+  Node& n = at(id);
+  if (n.parent != 0 || n.kind != StepKind::kLarge)
+    throw std::logic_error("search tree: a warm-start node must be a large-step child of the root");
+  n.warm_start = true;
+}
 
 void Tree::SetOutcome(int id, Outcome o) {
   Node& n = at(id);
@@ -488,6 +498,8 @@ json Tree::ToJson() const {
                      {"total_reward", n.total_reward},
                      {"max_reward", n.max_reward},
                      {"reward", n.reward}});
+    // Written only when set, so trees without a warm start read as before.
+    if (n.warm_start) nodes.back()["warm_start"] = true;
   }
   return {{"format", "adaexplore.search_tree"}, {"version", 1}, {"params", params_.ToJson()}, {"nodes", nodes}};
 }
@@ -524,6 +536,11 @@ Status Tree::TryFromJson(const json& j, Tree* out) {
         if (*kind == StepKind::kRoot) return Status::Error(where + "a second root");
         if (parent < 0 || parent >= static_cast<int>(i)) return Status::Error(where + "bad parent");
         id = t.AddChild(parent, *kind, GetString(jn, "source"), GetString(jn, "hash"), GetString(jn, "note"));
+      }
+      if (GetBool(jn, "warm_start", false)) {
+        if (parent != 0 || *kind != StepKind::kLarge)
+          return Status::Error(where + "a warm-start node must be a large-step child of the root");
+        t.SetWarmStart(id);
       }
       Node& n = t.nodes_[id];
       n.judged = GetBool(jn, "judged", false);

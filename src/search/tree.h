@@ -59,6 +59,7 @@ struct Outcome {
   double runtime_ms = 0;   // 0 when not measured
   std::string error;       // short; what a reviser needs to see
   std::vector<std::string> flags;
+  std::string profile;     // one line: the GPU profile's summary (empty: not profiled)
 
   bool operator==(const Outcome&) const = default;
   nlohmann::json ToJson() const;
@@ -133,6 +134,10 @@ struct Node {
   double reward = 0;            // this node's own reward, as last backpropagated
   int small_children = 0;       // children with kind kSmall (pending ones too)
   std::string note;             // free-form: guidance, a failed edit's error, ...
+  // Made by the warm-start proposer (the builtin compiler) before the search
+  // proper: always a large-step child of the root. Such nodes are ordinary
+  // candidates otherwise (they join pools, and small steps may refine them).
+  bool warm_start = false;
 
   bool operator==(const Node&) const = default;
   // A node that can be descended into and grown: judged and holding a
@@ -154,6 +159,9 @@ class Tree {
   int AddChild(int parent, StepKind kind, std::string source, std::string hash,
                std::string note = {});
   void SetNote(int id, std::string note);
+  // Marks a warm-start node; it must be a large-step child of the root
+  // (anything else throws std::logic_error).
+  void SetWarmStart(int id);
   // Records the verdict; marks the node judged. Does not backpropagate.
   void SetOutcome(int id, Outcome o);
   // Adds one visit with `reward` to the node and every ancestor up to the

@@ -9,6 +9,17 @@ answers by role, recognised from the prompt text:
 * tuner: the first attempt of every small step names text that is not in the
   file (a failed edit); the retry fixes what is wrong with the parent (or
   re-tunes a correct one); every third small step fails both attempts.
+
+Modes (Script(mode=...)) for other scenarios:
+
+* "failing": every proposed kernel fails to compile and no edit applies;
+* "better": every proposed kernel is correct and launches one Triton program
+  over the whole tensor (BLOCK = all 262144 elements of the bundled task),
+  far faster in Triton's CPU interpreter than kernels of many small blocks
+  (the interpreter's cost grows with the number of programs); no edit applies;
+* Script(reject=401 | 403 | 404 | "quota"): every request is refused with
+  that HTTP error (quota: 429 insufficient_quota), as a provider that
+  rejects the key, the model or the account.
 """
 
 import http.server
@@ -52,6 +63,17 @@ class ModelNew(nn.Module):
 '''
 
 
+NO_EDIT = ("<old_str_1>\nthis line is not in the file\n</old_str_1>\n"
+           "<new_str_1>\nnor is this one\n</new_str_1>\n")
+
+REJECTIONS = {
+    401: {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"},
+    403: {"message": "You are not allowed to use this model", "type": "permission_error", "code": None},
+    404: {"message": "The model `fake` does not exist", "type": "invalid_request_error", "code": "model_not_found"},
+    "quota": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"},
+}
+
+
 def kernel(scale="1.0", block=4096, broken=False):
     tail = " +" if broken else ""
     return HEADER.format(scale=scale, block=block, tail=tail)
@@ -62,9 +84,11 @@ class Script:
     reply it got the first time (like a model at temperature 0), so a call
     re-asked after a crash gets the same answer."""
 
-    def __init__(self, delay=0.0, always_broken=False):
+    def __init__(self, delay=0.0, always_broken=False, mode=None, reject=None):
         self.delay = delay
         self.always_broken = always_broken
+        self.mode = mode
+        self.reject = reject
         self.memo = {}
         self.lock = threading.Lock()
         self.counts = {"propose": 0, "revise": 0, "tune": 0}
@@ -84,6 +108,17 @@ class Script:
         if True:
             if "failed when the judge built or ran it" in prompt:
                 return "You cannot leave a binary operator dangling at the end of a line in Python code."
+            if self.mode in ("failing", "better"):
+                if "Write a new, faster implementation" in prompt:
+                    n = self.counts["propose"] = self.counts["propose"] + 1
+                    code = kernel(broken=True) if self.mode == "failing" else kernel(block=262144)
+                    code += "# variant %d\n" % n
+                    return "Here is the kernel.\n\n```python\n%s```\n" % code
+                if "reviewing the recent attempts" in prompt:
+                    self.counts["revise"] += 1
+                    return "- Fuse more."
+                self.counts["tune"] += 1
+                return NO_EDIT
             if "Write a new, faster implementation" in prompt:
                 n = self.counts["propose"] = self.counts["propose"] + 1
                 if n == 1 or self.always_broken:
@@ -129,6 +164,16 @@ def serve(script):
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
+            if script.reject is not None:
+                with script.lock:
+                    script.requests.append(prompt)
+                err = json.dumps({"error": REJECTIONS[script.reject]}).encode()
+                self.send_response(429 if script.reject == "quota" else script.reject)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(err)))
+                self.end_headers()
+                self.wfile.write(err)
+                return
             text = script.reply(prompt)
             out = json.dumps({
                 "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],

@@ -176,6 +176,15 @@ def test_bench_of_two_tasks(tmp_path):
         adaexplore.load(tmp_path / "b")
 
 
+def test_warm_start_keywords_reach_the_engine(tmp_path):
+    # warm_start="builtin" becomes --warm-start builtin: refused with the builtin proposer.
+    with pytest.raises(adaexplore.InvalidInputError, match="nothing to warm-start"):
+        adaexplore.optimize(EXAMPLE_TASK, warm_start="builtin", out=tmp_path / "w", **FAST)
+    with pytest.raises(adaexplore.InvalidInputError, match="--warm-start-steps must be 0..2"):
+        adaexplore.optimize(EXAMPLE_TASK, proposer="compat:m@http://127.0.0.1:9/v1", steps=2, warm_start="builtin",
+                            warm_start_steps=3, out=tmp_path / "w", **FAST)
+
+
 def test_load_and_report_of_a_missing_run(tmp_path):
     with pytest.raises(adaexplore.InvalidInputError, match="no run folder"):
         adaexplore.load(tmp_path / "nothing-here")

@@ -82,3 +82,4 @@ def test_device_facts_on_the_cpu():
     assert f["sms"] >= 1 and f["memory_bytes"] > 1 << 28 and f["name"]
     assert 0.1 < f["copy_gbps"] < 10_000
     assert 0 < f["fp32_tflops"] < 1_000
+    assert "tf32_tflops" not in f  # a GPU figure

@@ -400,7 +400,7 @@ TEST(Proposer, LargeStepsAreDistinctThenRunOut) {
     auto p = prop.Propose(ctx);
     if (p.source.empty()) {
       EXPECT_FALSE(p.note.empty());
-      EXPECT_FALSE(p.stop_run);
+      EXPECT_TRUE(p.stop.ok());
       break;
     }
     EXPECT_TRUE(sources.insert(p.source).second) << "repeated at " << n;
@@ -446,7 +446,7 @@ TEST(Proposer, DeclinesUntraceableTasks) {
   search::StepContext ctx;
   auto p = prop->Propose(ctx);
   EXPECT_TRUE(p.source.empty());
-  EXPECT_TRUE(p.stop_run);
+  EXPECT_FALSE(p.stop.ok());
   EXPECT_EQ(p.note, "cannot trace: dynamic control flow");
 }
 

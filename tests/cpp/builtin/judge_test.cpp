@@ -140,7 +140,7 @@ class BuiltinJudge : public ::testing::Test {
     for (int i = 0; i < 20; ++i) {
       search::Proposal p = prop->Propose(ctx);
       if (p.source.empty()) {
-        EXPECT_FALSE(p.stop_run) << p.note;
+        EXPECT_TRUE(p.stop.ok()) << p.note;
         break;
       }
       if (first.empty()) first = p.source;
@@ -239,7 +239,7 @@ TEST_F(BuiltinJudge, UntraceableTaskIsDeclined) {
   search::StepContext ctx;
   search::Proposal p = prop->Propose(ctx);
   EXPECT_TRUE(p.source.empty());
-  EXPECT_TRUE(p.stop_run);
+  EXPECT_FALSE(p.stop.ok());
   EXPECT_EQ(p.note.rfind("cannot trace: ", 0), 0u) << p.note;
 }
 

@@ -61,7 +61,26 @@ TEST(ProfileTest, ComputeBoundTaskAgainstTheMatmulRate) {
   ASSERT_TRUE(p.roofline);
   EXPECT_EQ(p.roofline->bound, "compute");
   EXPECT_NEAR(p.roofline->flops_fraction, 0.8, 1e-9);
-  EXPECT_EQ(p.Summary(), "2 kernels; `_fused_gelu` 75% of 1 ms; 80% of fp32 matmul FLOP/s (compute-bound)");
+  EXPECT_EQ(p.Summary(), "2 kernels; `_fused_gelu` 75% of 1 ms; 80% of fp32-accurate matmul FLOP/s (compute-bound)");
+}
+
+TEST(ProfileTest, TensorCoresRaiseTheAccuratePeakToAThirdOfTF32) {
+  TaskInfo task;
+  task.min_bytes = 100'000'000;
+  task.flops = 90e9;  // 90 TFLOP/s in 1 ms: above plain fp32 (50), 75% of 360 / 3
+  DeviceFacts f = H200ish();
+  f.tf32_tflops = 360;
+  EXPECT_DOUBLE_EQ(f.AccurateTflops(), 120);
+  Profile p = MakeProfile(kTimes, task, &f);
+  ASSERT_TRUE(p.roofline);
+  EXPECT_DOUBLE_EQ(p.roofline->peak_tflops, 120);
+  EXPECT_NEAR(p.roofline->flops_fraction, 0.75, 1e-9);
+  f.tf32_tflops = 90;  // a third of it is below plain fp32: fp32 stays the peak
+  EXPECT_DOUBLE_EQ(f.AccurateTflops(), 50);
+  DeviceFacts back;
+  f.tf32_tflops = 360;
+  ASSERT_TRUE(DeviceFacts::FromJson(f.ToJson(), &back));
+  EXPECT_DOUBLE_EQ(back.tf32_tflops, 360);
 }
 
 TEST(ProfileTest, MalformedEntriesAreSkipped) {
@@ -100,6 +119,17 @@ TEST(DeviceFactsTest, DescribeAndRoundTrip) {
   EXPECT_FALSE(DeviceFacts::FromJson(json::array(), &back));
   f.copy_gbps = 12.5;
   EXPECT_NE(f.Describe().find("12.5 GB/s"), std::string::npos);
+}
+
+TEST(DeviceFactsTest, HardwareLineForThePrompts) {
+  DeviceFacts f = H200ish();
+  EXPECT_EQ(HardwareLine(true, &f),
+            "an NVIDIA H200 (132 SMs, 150 GB, measured copy bandwidth 4.00 TB/s, fp32 matmul 50 TFLOP/s)");
+  EXPECT_EQ(HardwareLine(true, nullptr), "an NVIDIA GPU");
+  DeviceFacts nameless;
+  EXPECT_EQ(HardwareLine(true, &nameless), "an NVIDIA GPU");
+  // The CPU line does not depend on the machine, so recordings replay anywhere.
+  EXPECT_EQ(HardwareLine(false, &f), "the CPU (Triton's interpreter; timings are CPU figures)");
 }
 
 }  // namespace

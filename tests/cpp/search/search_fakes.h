@@ -195,6 +195,8 @@ class FakeProposer : public Proposer {
   std::deque<Proposal> script;
   std::function<Proposal(const StepContext&, int call)> fallback;
   std::vector<StepContext> contexts;
+  const char* origin = "llm";
+  const char* Origin() const override { return origin; }
 
   Proposal Propose(const StepContext& ctx) override {
     contexts.push_back(ctx);
@@ -207,7 +209,7 @@ class FakeProposer : public Proposer {
     if (fallback) return fallback(ctx, call);
     Proposal p;
     p.note = "fake proposer: script exhausted";
-    p.stop_run = true;
+    p.stop = Status::Error(p.note);
     return p;
   }
 };

@@ -458,12 +458,13 @@ TEST_F(SearchTest, AStopRunProposalStopsTheRun) {
   FakeProposer p;
   Proposal stop;
   stop.note = "the LLM key was rejected (401)\nfull response: ...";
-  stop.stop_run = true;
+  stop.stop = Status::Error(StatusCode::kUnauthenticated, "the LLM key was rejected (401)");
   stop.infra_failure = true;
   p.script = {Source(Kernel("a", "# fake: speedup=1.5")), stop, Source(Kernel("never", ""))};
   Ran r = RunSearch(&p, Config("mcts", 5));
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.result.status, "stopped: the LLM key was rejected (401)");
+  EXPECT_EQ(r.result.stop.code(), StatusCode::kUnauthenticated) << "the reason is typed, not only text";
   EXPECT_EQ(r.result.steps_done, 1);
   EXPECT_EQ(r.tree.size(), 2u) << "the stopped step adds no node";
   EXPECT_EQ(p.contexts.size(), 2u);

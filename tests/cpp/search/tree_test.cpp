@@ -3,11 +3,13 @@
 // hand-built trees; and a small simulated search with a fake judge.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -887,6 +889,50 @@ TEST(Simulation, ResumedRunEndsWithTheSameTree) {
 
   EXPECT_EQ(resumed.tree, straight.tree);
   EXPECT_EQ(resumed.tree.ToJson(), straight.tree.ToJson());
+}
+
+// ================================================================ warm start
+
+TEST(WarmStart, NodesAreLargeRootChildrenPersistedAndPooled) {
+  Tree t;
+  t.AddRoot("ref");
+  int w = Add(t, 0, StepKind::kLarge, "warm", Correct(2.0));
+  t.SetWarmStart(w);
+  int a = Add(t, 0, StepKind::kLarge, "a", Correct(1.0));
+  int s = Add(t, w, StepKind::kSmall, "w-edit", Correct(3.0));
+  EXPECT_THROW(t.SetWarmStart(s), std::logic_error) << "a small step";
+  EXPECT_THROW(t.SetWarmStart(0), std::logic_error) << "the root";
+  int deep = Add(t, a, StepKind::kLarge, "deep", Correct(1.1));
+  EXPECT_THROW(t.SetWarmStart(deep), std::logic_error) << "not under the root";
+  // Correct warm-start kernels join the pool of later large steps.
+  std::vector<int> pool = t.DiversePool(0);
+  EXPECT_NE(std::find(pool.begin(), pool.end(), w), pool.end());
+  // Persisted; a tree without the key reads as not warm.
+  json j = t.ToJson();
+  EXPECT_EQ(j["nodes"][w]["warm_start"], true);
+  EXPECT_FALSE(j["nodes"][a].contains("warm_start"));
+  Tree back = Tree::FromJson(j);
+  EXPECT_EQ(back, t);
+  EXPECT_TRUE(back.node(w).warm_start);
+  EXPECT_FALSE(back.node(s).warm_start);
+  j["nodes"][w].erase("warm_start");
+  EXPECT_FALSE(Tree::FromJson(j) == t) << "operator== covers the mark";
+  json bad = t.ToJson();
+  bad["nodes"][s]["warm_start"] = true;
+  Tree out;
+  EXPECT_FALSE(Tree::TryFromJson(bad, &out).ok());
+}
+
+TEST(WarmStart, SelectDescendsIntoAGoodWarmStartNode) {
+  Tree t;
+  t.AddRoot("ref");
+  int w = Add(t, 0, StepKind::kLarge, "warm", Correct(8.0));
+  t.SetWarmStart(w);
+  Add(t, 0, StepKind::kLarge, "bad", Failed("compile_error"));
+  std::mt19937_64 rng(1);
+  int hits = 0;
+  for (int i = 0; i < 20; ++i) hits += t.Select(rng).node == w;
+  EXPECT_GT(hits, 0) << "small steps must be able to refine the warm-start kernel";
 }
 
 }  // namespace
