@@ -10,7 +10,8 @@ run store. For each it prints the busy time (the sum of the GPU activities' dura
 median profiled call), the sum of the per-kernel times, how far apart the two are, the kernel
 count, the longest kernel's share, and the roofline: the achieved bandwidth and FLOP/s as
 fractions of the device's measured copy bandwidth and fp32 matrix-product rate, and which of
-the two bounds the task. The kernels' times must add up to the busy time within 5%; the script
+the two bounds the task; beside them the timed median (CUDA events around the timed calls, which
+also count launch gaps; the busy time is the profiler's, with the L2 flushed). The kernels' times must add up to the busy time within 5%; the script
 exits 1 when one does not.
 """
 
@@ -63,17 +64,17 @@ def main():
     if not rows:
         print("no profiled verdict in %s (not a GPU?)" % a.out, file=sys.stderr)
         return 1
-    print("%-44s %9s %9s %6s %3s %6s  %-8s %6s %6s  %s" % ("task", "busy ms", "sum ms", "gap", "k", "top",
-                                                         "bound", "bw", "flops", "longest kernel"))
+    print("%-36s %9s %9s %6s %9s %3s %6s  %-8s %6s %6s  %s" % ("task", "busy ms", "sum ms", "gap", "timed ms", "k",
+                                                              "top", "bound", "bw", "flops", "longest kernel"))
     for r in rows:
-        print("%-44s %9.4f %9.4f %5.1f%% %3d %5.0f%%  %-8s %5.0f%% %5.0f%%  %s" % (
-            r["task"][:44], r["gpu_busy_ms"], r["kernels_ms"], 100 * (r["gap"] or 0), r["kernels"],
+        print("%-36s %9.4f %9.4f %5.1f%% %9.4f %3d %5.0f%%  %-8s %5.0f%% %5.0f%%  %s" % (
+            r["task"][:36], r["gpu_busy_ms"], r["kernels_ms"], 100 * (r["gap"] or 0), r["runtime_ms"] or 0, r["kernels"],
             100 * r["top_share"], r["bound"] or "-", 100 * (r["bandwidth_fraction"] or 0),
             100 * (r["flops_fraction"] or 0), r["top"][:60]))
     worst = max(r["gap"] or 0 for r in rows)
     peaks = next((r for r in rows if r["peak_gbps"]), None)
     if peaks:
-        print("device: %s, measured copy bandwidth %.0f GB/s, fp32 matmul %.1f TFLOP/s" % (
+        print("device: %s, measured copy bandwidth %.0f GB/s, fp32-accurate matmul %.1f TFLOP/s" % (
             peaks["device"], peaks["peak_gbps"], peaks["peak_tflops"]))
     print("%d profiled verdicts over %d tasks; the kernels' times add up to the busy time within %.2f%%" % (
         len(rows), len({r["task"] for r in rows}), 100 * worst))

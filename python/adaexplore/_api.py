@@ -61,7 +61,7 @@ def evaluate(task, candidate, device=None, tolerance="strict", **judge_options):
     """Judges one candidate (a file, or source text defining ModelNew) against a task; returns a Verdict.
 
     judge_options are eval's flags as keywords: trials=, iters=, warmup=, baselines=["eager"], time=False,
-    seed=, compile_timeout=, run_timeout=, python=, cache=False, cache_dir=, judge="redis://...".
+    seed=, compile_timeout=, call_timeout=, run_timeout=, python=, cache=False, cache_dir=, judge="redis://...".
     """
     spec = _task_spec(task)
     tmp = None

@@ -62,6 +62,15 @@ def test_evaluate_source_text_that_is_wrong():
     assert v.error
 
 
+def test_evaluate_call_timeout_bounds_a_hung_first_call():
+    src = CANDIDATE.read_text().replace("    def forward(self, x):\n", "    def forward(self, x):\n        while True:\n            pass\n", 1)
+    assert "while True" in src
+    t0 = time.time()
+    v = adaexplore.evaluate(EXAMPLE_TASK, src, call_timeout=2, **FAST)
+    assert v.status == "timeout" and "the call ran longer than 2 s" in v.error, v.error
+    assert time.time() - t0 < 60
+
+
 def test_evaluate_bad_input_raises_with_the_reason(tmp_path):
     with pytest.raises(adaexplore.InvalidInputError, match="no_such_task"):
         adaexplore.evaluate(tmp_path / "no_such_task.py", CANDIDATE, **FAST)
