@@ -355,25 +355,18 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
       // Each task's search draws from its own stream of the run's seed.
       cfg.seed = seed ^ (std::hash<std::string>{}(t.name) * 0x9E3779B97F4A7C15ULL);
       ax::search::LlmCaller caller(client.get(), store.get(), t.name, sf.llm_max_tokens);
+      // The builtin compiler: the proposer itself (--proposer builtin) or the warm start.
       std::unique_ptr<ax::search::Proposer> proposer, warm_proposer;
-      if (warm) {
-        if (ax::Status s = ax::builtin::MakeBuiltinProposer(pool.get(), t, jo, &warm_proposer); !s.ok()) {
+      if (builtin || warm) {
+        if (ax::Status s = ax::builtin::MakeBuiltinProposer(pool.get(), t, jo, builtin ? &proposer : &warm_proposer);
+            !s.ok()) {
           statuses[i] = s;
           results[i].task = t.name;
           results[i].status = "stopped: " + s.message();
           continue;
         }
       }
-      if (builtin) {
-        if (ax::Status s = ax::builtin::MakeBuiltinProposer(pool.get(), t, jo, &proposer); !s.ok()) {
-          statuses[i] = s;
-          results[i].task = t.name;
-          results[i].status = "stopped: " + s.message();
-          continue;
-        }
-      } else {
-        proposer = std::make_unique<ax::search::LlmProposer>(&prompts, &caller);
-      }
+      if (!builtin) proposer = std::make_unique<ax::search::LlmProposer>(&prompts, &caller);
       RejectionWatch watched(proposer.get(), on_reject);
       ax::search::TaskSearch search(t, pool.get(), jo, &watched, store.get(), cfg, progress, [&]() -> ax::Status {
         if (Interrupted()) return ax::Status::Error(ax::StatusCode::kCancelled, "interrupted");
