@@ -46,6 +46,7 @@ class Verdict:
     flags: list
     error: str
     device: str
+    precision: str      # what the task was judged in: "fp32", "fp16" or "bf16"
     raw: dict = dataclasses.field(repr=False)  # every field of the verdict JSON
 
     @classmethod
@@ -54,12 +55,13 @@ class Verdict:
         times.update(j.get("baseline_ms") or {})
         return cls(status=j.get("status", ""), correct=bool(j.get("correct")), speedups=dict(j.get("speedup") or {}),
                    times=times, flags=list(j.get("flags") or []), error=j.get("error") or "",
-                   device=j.get("device") or "", raw=j)
+                   device=j.get("device") or "", precision=j.get("precision") or "fp32", raw=j)
 
 
-def evaluate(task, candidate, device=None, tolerance="strict", **judge_options):
+def evaluate(task, candidate, device=None, tolerance="strict", precision="fp32", **judge_options):
     """Judges one candidate (a file, or source text defining ModelNew) against a task; returns a Verdict.
 
+    precision: "fp32", "fp16" or "bf16": the task's model and floating inputs are cast to it on every side.
     judge_options are eval's flags as keywords: trials=, iters=, warmup=, baselines=["eager"], time=False,
     seed=, compile_timeout=, call_timeout=, run_timeout=, python=, cache=False, cache_dir=, judge="redis://...".
     """
@@ -74,7 +76,7 @@ def evaluate(task, candidate, device=None, tolerance="strict", **judge_options):
         candidate = os.fspath(candidate)
     elif not isinstance(candidate, str):
         raise InvalidInputError("candidate must be a file or source text; got a %s" % type(candidate).__name__, 2)
-    options = _worker_python(dict(judge_options, device=device, tolerance=tolerance))
+    options = _worker_python(dict(judge_options, device=device, tolerance=tolerance, precision=precision))
     try:
         reply = _engine.evaluate(spec, candidate, to_flags(options))
     finally:

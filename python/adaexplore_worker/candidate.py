@@ -82,6 +82,7 @@ class CandidateRole:
         self.builds.install()
         try:
             self.task = common.load_module(req["task"], "adaexplore_task")
+            common.set_precision(self.task, req.get("precision", "fp32"))
         except Exception as exc:  # validated earlier, so this is an environment problem
             return self._fail("runtime_error", "task failed to load: " + common.error_text(exc))
         with open(req["candidate"], encoding="utf-8", errors="replace") as f:
@@ -297,7 +298,7 @@ class CandidateRole:
         # With what the timer calls during the loop, compared after every timed call.
         modules = [(adaexplore_worker, ()), (builds_mod, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs", "gc",
                                                       "checked_call", "_perf_counter", "_urandom", "torch")),
-                   (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs",))]
+                   (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs", common._DTYPE_ATTR))]
         if main is not None and getattr(getattr(main, "__spec__", None), "name", "") == "adaexplore_worker.__main__":
             modules.append((main, ()))
         watched = [("the launch counter", self.counter, None)]

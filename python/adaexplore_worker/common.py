@@ -45,20 +45,43 @@ def seed_all(seed):
         torch.cuda.manual_seed_all(seed)
 
 
-def make_inputs(task_module, seed, device):
+PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+_DTYPE_ATTR = "__adaexplore_dtype__"
+
+
+def set_precision(task_module, name):
+    """Judges the task in `name` (fp32, fp16, bf16): make_inputs casts the task's floating
+    inputs to that dtype, and build_model the model's floating parameters and buffers, as
+    KernelBench's precision option does (integer tensors keep their dtype). Kept on the task's
+    module, so that every input made for it, in trials, timing and baselines alike, follows."""
+    if name not in PRECISIONS:
+        raise ValueError("unknown precision %r (fp32, fp16 or bf16)" % (name,))
+    setattr(task_module, _DTYPE_ATTR, PRECISIONS[name])
+
+
+def task_dtype(task_module):
+    """The dtype the task is judged in, or None for its own (fp32)."""
+    return getattr(task_module, _DTYPE_ATTR, None)
+
+
+def make_inputs(task_module, seed, device, cast=True):
     """The task's get_inputs() under a fixed seed, created on the device.
 
     Creating them directly on the device (rather than on the CPU and moving
     them) keeps multi-gigabyte inputs cheap; both sides do the same, so the
-    values agree bit for bit on the same machine.
+    values agree bit for bit on the same machine. Floating tensors are cast
+    to the task's precision (set_precision) unless `cast` is false.
     """
     seed_all(seed)
     with torch.device(device):
         inputs = task_module.get_inputs()
+    dtype = task_dtype(task_module) if cast else None
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
             x = x.to(device)
+            if dtype is not None and x.is_floating_point():
+                x = x.to(dtype)
         out.append(x)
     return out
 
@@ -88,7 +111,8 @@ def materialize(model, task_module, seed, device, forward=None):
     """
     if task_module is None or not isinstance(model, torch.nn.Module) or not has_lazy_parameters(model):
         return
-    inputs = make_inputs(task_module, seed, device)
+    # In the task's own dtype: the model is cast to the task's precision after this.
+    inputs = make_inputs(task_module, seed, device, cast=False)
     modes = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
@@ -114,6 +138,9 @@ def build_model(cls, init_args, init_seed, device, task_module=None):
         base = next((c for c in type(model).__mro__[1:] if c.__name__ == "Model" and "forward" in c.__dict__), None)
         forward = (lambda *xs: base.forward(model, *xs)) if base is not None else None
         materialize(model, task_module, init_seed, device, forward)
+        dtype = task_dtype(task_module) if task_module is not None else None
+        if dtype is not None:
+            model = model.to(dtype)
     return model
 
 

@@ -82,6 +82,10 @@ class ReferenceRole:
             module = common.load_module(req["task"], "adaexplore_task")
         except Exception as exc:
             return {"ok": False, "error": "task does not import: " + _one_line(exc)}
+        try:
+            common.set_precision(module, req.get("precision", "fp32"))
+        except ValueError as exc:
+            return {"ok": False, "error": str(exc)}
         for fn in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(module, fn):
                 return {"ok": False, "error": "task defines no %s" % fn}

@@ -66,6 +66,7 @@ const char* JobKindName(JobKind k) {
 json OptionsToJson(const JudgeOptions& o) {
   json j = {{"device", o.device},
             {"tolerance", o.tolerance},
+            {"precision", PrecisionName(o.precision)},
             {"trials", o.trials},
             {"recheck_trials", o.recheck_trials},
             {"speedup_recheck", o.speedup_recheck},
@@ -103,6 +104,11 @@ Status OptionsFromJson(const json& j, JudgeOptions* o) {
   }
   Tolerance tol;
   if (!LookupTolerance(r.tolerance, &tol).ok()) return Bad("unknown tolerance");
+  if (j.contains("precision")) {  // absent in jobs of older clients: fp32
+    std::string p;
+    if (!Str(j, "precision", 16, &p, &why, false)) return Bad(why);
+    if (!ParsePrecision(p, &r.precision).ok()) return Bad("unknown precision");
+  }
   if (j.contains("time")) {
     if (!j["time"].is_boolean()) return Bad("time must be a boolean");
     r.time = j["time"];

@@ -29,6 +29,9 @@ void AddCommon(CLI::App* cmd, CommonFlags* f) {
 
 void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f, const char* seed_flag) {
   cmd->add_option("--tolerance", f->tolerance, "strict (default), kernelbench-v0.1 or adaexplore");
+  cmd->add_option("--precision", f->precision,
+                  "fp32 (default), fp16 or bf16: the task's model and floating inputs are cast to it on every side "
+                  "(reference, candidate, baselines); the tolerance preset's value for that dtype applies");
   cmd->add_option("--trials", f->trials, "correctness trials on fresh inputs (default 5)");
   cmd->add_option("--iters", f->iters, "timed calls (default 50 on GPU, 5 on CPU)");
   cmd->add_option("--warmup", f->warmup, "untimed warm-up calls (default 10 on GPU, 2 on CPU)");
@@ -75,6 +78,9 @@ Status ToOptions(CommonFlags* c, const JudgeFlags& f, JudgeOptions* o) {
   if (Status s = LookupTolerance(f.tolerance, &tol); !s.ok()) return Bad(s.message());
   if (f.trials < 1 || (f.iters != -1 && f.iters < 1)) return Bad("--trials and --iters must be at least 1");
   o->tolerance = f.tolerance;
+  if (Status s = ParsePrecision(f.precision.empty() ? "fp32" : f.precision, &o->precision); !s.ok()) {
+    return Bad(s.message());
+  }
   o->trials = f.trials;
   o->iters = f.iters;
   o->warmup = f.warmup;

@@ -184,6 +184,17 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
       }
       if (stored.is_object()) {
         stored_hardware = stored.value("hardware", std::string());
+        // The precision is part of the run: its verdicts and baselines were
+        // measured in it.
+        const std::string sp = stored.value("precision", std::string("fp32"));
+        if (!jf.precision.empty() && ax::PrecisionName(jo.precision) != sp) {
+          Fail("--precision " + jf.precision + " differs from the stored run's (" + sp + ")");
+          return kExitBadInput;
+        }
+        if (ax::Status s = ax::ParsePrecision(sp, &jo.precision); !s.ok()) {
+          Fail("the stored run's precision: " + s.message());
+          return kExitBadInput;
+        }
         const std::string sw = stored.value("warm_start", std::string("none"));
         const int ss = stored.value("warm_start_steps", 0);
         if (!warm_start.empty() && warm_start != sw) {
@@ -214,6 +225,7 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
   nlohmann::json config = {{"proposer", sf.proposer}, {"steps", sf.steps}, {"search", sf.method},
                            {"warm_start", warm_start}, {"warm_start_steps", warm_steps},
                            {"seed", seed},           {"device", ax::cli::JudgeWhere(c)}, {"tolerance", jo.tolerance},
+                           {"precision", ax::PrecisionName(jo.precision)},
                            {"backend", sf.backend},  {"memory", sf.memory}, {"params", sf.params.ToJson()},
                            {"tasks", nlohmann::json::array()}};
   for (const auto& t : tasks) config["tasks"].push_back({{"name", t.name}, {"path", t.path}, {"hash", t.hash}});
@@ -458,6 +470,7 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
                         {"pass_at_1", tasks.empty() ? 0.0 : static_cast<double>(first_ok) / tasks.size()},
                         {"llm", {{"calls", tot.calls}, {"input_tokens", tot.input_tokens},
                                  {"output_tokens", tot.output_tokens}, {"cost_usd", tot.cost_usd}}},
+                        {"precision", ax::PrecisionName(jo.precision)},
                         {"out", out}};
   ax::WriteFile(out + "/summary.json", run.dump(2));
   if (run_out) *run_out = run;

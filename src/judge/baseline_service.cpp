@@ -24,6 +24,7 @@ Status BaselineService::Ensure(const TaskRef& task, const JudgeOptions& o, const
   json keyj = {{"task", task.hash}, {"mode", mode}, {"device", dev_->name()}, {"torch", torch_version},
                {"warmup", o.warmup}, {"iters", o.iters}, {"sets", o.input_sets}, {"flush", o.flush_bytes},
                {"init_seed", o.init_seed}, {"judge", kJudgeRevision}};
+  if (o.precision != Precision::kFp32) keyj["precision"] = PrecisionName(o.precision);
   const std::string key = Sha256Hex(keyj.dump());
   auto cached = [&]() {
     if (!o.use_cache) return false;
@@ -58,14 +59,14 @@ Status BaselineService::Ensure(const TaskRef& task, const JudgeOptions& o, const
     Status s = t->EnsureTask(task, o, &info);
     if (!s.ok()) return s;
     if (mode != "eager") {
-      Reply r = t->Request({{"op", "baseline_prepare"}, {"key", task.hash}, {"mode", mode}, {"seed", o.init_seed + 17}},
+      Reply r = t->Request({{"op", "baseline_prepare"}, {"key", WorkerTaskKey(task.hash, o.precision)}, {"mode", mode}, {"seed", o.init_seed + 17}},
                            o.compile_timeout_s + o.run_timeout_s);
       if (r.kind != Reply::kOk || !r.body.value("ok", false)) return failed(r, " to compile");
     }
   }
   const unsigned long long seed0 = (o.seed ? *o.seed : FreshSeed()) % (1ULL << 40);
   json req = TimingRequestJson(o, seed0, "baseline");
-  req["key"] = task.hash;
+  req["key"] = WorkerTaskKey(task.hash, o.precision);
   req["mode"] = mode;
   Reply r;
   {

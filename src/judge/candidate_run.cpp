@@ -111,7 +111,7 @@ class CandidateRun {
       *transport_failed = true;
       return false;
     }
-    Reply r = st->ref.Request({{"op", "compare"}, {"key", task.hash}, {"seed", seed}, {"outputs", outputs},
+    Reply r = st->ref.Request({{"op", "compare"}, {"key", WorkerTaskKey(task.hash, o.precision)}, {"seed", seed}, {"outputs", outputs},
                               {"tolerance", tol.ToWorkerJson()}, {"strict", strict.ToWorkerJson()}},
                          o.run_timeout_s);
     if (r.kind == Reply::kOk && !r.body.value("ok", false) && r.body.value("transport_failed", false)) {
@@ -173,6 +173,7 @@ class CandidateRun {
     v.candidate = {{"path", req.candidate_path}, {"hash", cand_hash}};
     v.task = {{"path", req.task.path}, {"name", req.task.name}, {"hash", req.task.hash}};
     v.protocol = o.ProtocolJson();
+    v.precision = PrecisionName(o.precision);
 
     // The task: valid, and what its outputs look like (trusted worker).
     TaskInfo info;
@@ -296,6 +297,7 @@ class CandidateRun {
                              {"task", task_file},
                              {"candidate", cand_file},
                              {"device", st->id.local()},
+                             {"precision", PrecisionName(o.precision)},
                              {"init_seed", o.init_seed},
                              {"warm_seed", seed0 + 7},
                              {"extensions_dir", cfg_.cache_dir + "/torch_extensions/" + cand_hash.substr(0, 16)}},

@@ -139,7 +139,7 @@ class JudgePool : public Judge {
     TaskInfo info;
     Status s = d.ref.EnsureTask(task, o, &info);
     if (!s.ok()) return s;
-    Reply r = d.ref.Request({{"op", "trace"}, {"key", task.hash}, {"seed", o.init_seed}}, o.compile_timeout_s);
+    Reply r = d.ref.Request({{"op", "trace"}, {"key", WorkerTaskKey(task.hash, o.precision)}, {"seed", o.init_seed}}, o.compile_timeout_s);
     if (r.kind != Reply::kOk) {
       std::string why = "the reference " + std::string(r.kind == Reply::kTimeout ? "timed out" : "worker died") +
                         " while tracing (" + r.detail + ")";

@@ -36,6 +36,32 @@ Status LookupTolerance(const std::string& name, Tolerance* out) {
   return Status::Error("unknown tolerance '" + name + "' (strict, kernelbench-v0.1, adaexplore)");
 }
 
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp32: break;
+  }
+  return "fp32";
+}
+
+Status ParsePrecision(const std::string& name, Precision* out) {
+  if (name == "fp32" || name == "float32") {
+    *out = Precision::kFp32;
+  } else if (name == "fp16" || name == "float16") {
+    *out = Precision::kFp16;
+  } else if (name == "bf16" || name == "bfloat16") {
+    *out = Precision::kBf16;
+  } else {
+    return Status::Error(StatusCode::kInvalidInput, "unknown precision '" + name + "' (fp32, fp16 or bf16)");
+  }
+  return Status::Ok();
+}
+
+std::string WorkerTaskKey(const std::string& task_hash, Precision p) {
+  return p == Precision::kFp32 ? task_hash : task_hash + ":" + PrecisionName(p);
+}
+
 JudgeOptions JudgeOptions::Resolved() const {
   JudgeOptions o = *this;
   bool gpu = cuda();
@@ -59,6 +85,8 @@ nlohmann::json JudgeOptions::ProtocolJson() const {
                       {"flush_bytes", o.flush_bytes}, {"baselines", o.baselines},
                       {"init_seed", o.init_seed}, {"recheck", o.recheck_trials}, {"judge", kJudgeRevision}};
   if (o.seed) j["seed"] = *o.seed;
+  // Only when not fp32, so that fp32 verdicts keep the cache keys they had.
+  if (o.precision != Precision::kFp32) j["precision"] = PrecisionName(o.precision);
   return j;
 }
 

@@ -13,6 +13,20 @@
 
 namespace ax {
 
+// The precision a task is judged in. fp16/bf16 cast the task's model (its
+// floating parameters and buffers) and its floating inputs to that dtype, on
+// the reference's side, the candidate's and the baselines' alike, as
+// KernelBench's precision option does; integer inputs keep their dtype.
+enum class Precision { kFp32, kFp16, kBf16 };
+
+// "fp32", "fp16", "bf16".
+const char* PrecisionName(Precision p);
+// Accepts fp32|fp16|bf16 (also float32, float16, bfloat16); kInvalidInput otherwise.
+Status ParsePrecision(const std::string& name, Precision* out);
+// The key of a task loaded in a worker: the task's hash, with the precision
+// appended when it is not fp32 (a worker may hold one task in several).
+std::string WorkerTaskKey(const std::string& task_hash, Precision p);
+
 // Per-dtype absolute and relative tolerances.
 struct Tolerance {
   std::string name;
@@ -32,6 +46,7 @@ inline constexpr int kJudgeRevision = 2;
 struct JudgeOptions {
   std::string device = "cpu";          // "cpu" or "cuda:N"
   std::string tolerance = "strict";
+  Precision precision = Precision::kFp32;
   int trials = 5;                      // correctness trials, fresh inputs each
   int recheck_trials = 10;             // extra trials when speedup > speedup_recheck
   double speedup_recheck = 10.0;

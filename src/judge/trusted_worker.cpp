@@ -65,7 +65,7 @@ Status TrustedWorker::Facts(double timeout_s, DeviceFacts* out) {
 Status TrustedWorker::EnsureTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) {
   Status s = Ensure();
   if (!s.ok()) return s;
-  const std::string key = task.hash + ":" + opts.tolerance;
+  const std::string key = WorkerTaskKey(task.hash, opts.precision) + ":" + opts.tolerance;
   auto it = tasks_.find(key);
   if (it != tasks_.end()) {
     *info = it->second;
@@ -76,7 +76,8 @@ Status TrustedWorker::EnsureTask(const TaskRef& task, const JudgeOptions& opts, 
   if (!s.ok()) return s;
   const std::string path = scratch_ + "/task_" + task.hash.substr(0, 16) + ".py";
   if (!WriteFile(path, task.source)) return Status::Error("cannot write " + path);
-  Reply r = Request({{"op", "load_task"}, {"key", task.hash}, {"task", path}, {"device", dev_->local()},
+  Reply r = Request({{"op", "load_task"}, {"key", WorkerTaskKey(task.hash, opts.precision)}, {"task", path},
+                     {"device", dev_->local()}, {"precision", PrecisionName(opts.precision)},
                      {"init_seed", opts.init_seed}, {"probe_seeds", {101, 202}},
                      {"tolerance", tol.ToWorkerJson()}},
                     opts.compile_timeout_s);

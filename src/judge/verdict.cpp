@@ -33,6 +33,7 @@ nlohmann::json Verdict::ToJson() const {
   if (gpu_busy_ms) j["gpu_busy_ms"] = *gpu_busy_ms;
   if (profile) j["profile"] = profile->ToJson();
   j["timing_source"] = timing_source;
+  j["precision"] = precision;
   j["baseline_ms"] = baseline_ms;
   j["speedup"] = speedup;
   j["device"] = device;
@@ -75,6 +76,7 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
     v.timing.n = t.value("n", 0);
   }
   v.timing_source = j.value("timing_source", "");
+  v.precision = j.value("precision", "fp32");
   v.baseline_ms = j.value("baseline_ms", std::map<std::string, double>{});
   v.speedup = j.value("speedup", std::map<std::string, double>{});
   v.device = j.value("device", "");
@@ -97,6 +99,7 @@ std::string Verdict::ToText() const {
   std::ostringstream o;
   char buf[256];
   o << "status: " << status << (correct ? " (correct)" : "") << "\n";
+  if (precision != "fp32") o << "precision: " << precision << "\n";
   if (!flags.empty()) {
     o << "flags: ";
     for (size_t i = 0; i < flags.size(); ++i) o << (i ? ", " : "") << flags[i];

@@ -53,6 +53,7 @@ struct Verdict {
   int device_index = -1;                  // the GPU's index (cuda:N) on the host that judged it; -1: the CPU
   std::string worker;                     // the remote judge worker that judged it (empty: the local pool)
   std::string timing_source;              // "cuda_events" or "cpu_clock"
+  std::string precision = "fp32";         // what the task was judged in: fp32, fp16 or bf16
   nlohmann::json task;                    // path, hash, degenerate, outputs
   nlohmann::json candidate;               // path, hash
   nlohmann::json env;                     // torch, triton, python versions

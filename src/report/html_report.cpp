@@ -852,7 +852,9 @@ std::string HtmlReport(const Report& r, const std::string& html_path, const Comp
     << run.tasks.size() << " task" << (run.tasks.size() == 1 ? "" : "s");
   if (!c.empty())
     o << " &middot; search " << HtmlEscape(cfg("search")) << ", " << HtmlEscape(cfg("steps")) << " steps &middot; proposer "
-      << HtmlEscape(cfg("proposer")) << " &middot; tolerance " << HtmlEscape(cfg("tolerance")) << " &middot; device "
+      << HtmlEscape(cfg("proposer")) << " &middot; tolerance " << HtmlEscape(cfg("tolerance"))
+      << (c.contains("precision") && c["precision"] != "fp32" ? " &middot; precision " + HtmlEscape(cfg("precision")) : "")
+      << " &middot; device "
       << HtmlEscape(device.empty() ? cfg("device") : device);
   o << " &middot; generated " << when << "</div>";
   // headline cards

@@ -40,6 +40,7 @@ std::string ConfigLine(const RunData& run) {
   if (!c.empty()) {
     line += ", search " + get("search") + ", " + get("steps") + " steps, proposer " + get("proposer") +
             ", device " + get("device") + ", tolerance " + get("tolerance");
+    if (c.contains("precision") && c["precision"] != "fp32") line += ", precision " + get("precision");
   }
   return line;
 }

@@ -56,6 +56,18 @@ Status RenderRange(const std::string& t, size_t pos, size_t end, const std::map<
   return Status::Ok();
 }
 
+// Empty in fp32. In fp16/bf16: what the task's tensors are, and the tolerance
+// that applies to them.
+std::string PrecisionRule(const PromptInputs& in) {
+  if (in.half_precision.empty()) return "";
+  const std::string t = in.half_precision == "bf16" ? "torch.bfloat16" : "torch.float16";
+  char tol[32];
+  std::snprintf(tol, sizeof tol, "%g", in.half_tol);
+  return "\n- The task runs in " + in.half_precision + ": the model's parameters and its floating inputs are " + t +
+         ", and the outputs must be " + t + " too (atol=rtol=" + tol +
+         "). Load and store in that dtype; accumulate in float32.";
+}
+
 std::string Bullets(const std::vector<std::string>& rules) {
   std::string s;
   for (const auto& r : rules) s += "- " + r + "\n";
@@ -107,6 +119,7 @@ Status Prompts::Common(const PromptInputs& in, std::map<std::string, std::string
                               : "a `@triton.jit` kernel launched from forward"},
         {"tolerance", in.tolerance},
         {"fp32_tol", tol},
+        {"precision_rule", PrecisionRule(in)},
         {"hardware", in.hardware},
         {"rules", Bullets(in.rules)},
         {"pool", Kernels(in.pool, "Kernel")},

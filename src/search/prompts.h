@@ -32,6 +32,10 @@ struct PromptInputs {
   std::string backend = "triton";      // "triton" or "cuda"
   std::string tolerance = "strict";
   double fp32_tol = 1e-4;
+  // Judged in fp16 or bf16 ("fp16", "bf16"; empty: fp32): the prompt says so,
+  // with that dtype's tolerance (half_tol).
+  std::string half_precision;
+  double half_tol = 1e-2;
   std::string hardware = "an NVIDIA GPU";
   std::vector<std::string> rules;      // skill-memory rules, best first
   std::vector<ShownKernel> pool;       // large step: the diverse pool

@@ -127,7 +127,11 @@ StepContext TaskSearch::Context(int id, bool large) {
   p.backend = cfg_.backend;
   p.tolerance = jopts_.tolerance;
   Tolerance tol;
-  if (LookupTolerance(jopts_.tolerance, &tol).ok()) p.fp32_tol = tol.fp32_atol;
+  if (LookupTolerance(jopts_.tolerance, &tol).ok()) {
+    p.fp32_tol = tol.fp32_atol;
+    p.half_tol = tol.half_atol;
+  }
+  if (jopts_.precision != Precision::kFp32) p.half_precision = PrecisionName(jopts_.precision);
   p.hardware = cfg_.hardware;
   p.rules = rules_provider_ ? rules_provider_() : cfg_.rules;
   if (large) {

@@ -228,6 +228,27 @@ TEST(JudgeOptionsTest, ProtocolJsonIsStableAndSensitive) {
   EXPECT_TRUE(differs([](JudgeOptions& c) { c.init_seed = 1; }));
   EXPECT_TRUE(differs([](JudgeOptions& c) { c.baselines = {"none"}; }));
   EXPECT_TRUE(differs([](JudgeOptions& c) { c.device = "cuda:0"; }));  // via the resolved defaults
+  EXPECT_TRUE(differs([](JudgeOptions& c) { c.precision = Precision::kBf16; }));
+  EXPECT_TRUE(differs([](JudgeOptions& c) { c.precision = Precision::kFp16; }));
+  // fp32 writes no precision: verdicts cached before the option keep their keys.
+  EXPECT_FALSE(a.ProtocolJson().contains("precision"));
+}
+
+TEST(Protocol, Precision) {
+  Precision p = Precision::kFp32;
+  ASSERT_TRUE(ParsePrecision("bf16", &p).ok());
+  EXPECT_EQ(p, Precision::kBf16);
+  ASSERT_TRUE(ParsePrecision("float16", &p).ok());
+  EXPECT_EQ(p, Precision::kFp16);
+  ASSERT_TRUE(ParsePrecision("fp32", &p).ok());
+  EXPECT_EQ(p, Precision::kFp32);
+  Status s = ParsePrecision("fp8", &p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("fp8"), std::string::npos);
+  EXPECT_STREQ(PrecisionName(Precision::kBf16), "bf16");
+  EXPECT_EQ(WorkerTaskKey("abc", Precision::kFp32), "abc");
+  EXPECT_EQ(WorkerTaskKey("abc", Precision::kFp16), "abc:fp16");
+  EXPECT_NE(WorkerTaskKey("abc", Precision::kFp16), WorkerTaskKey("abc", Precision::kBf16));
 }
 
 }  // namespace

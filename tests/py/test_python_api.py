@@ -297,3 +297,12 @@ def test_the_adaexplore_command_of_the_package(tmp_path):
     p = subprocess.run([sys.executable, "-m", "adaexplore", "eval", str(tmp_path / "none.py"), str(CANDIDATE)],
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 2 and p.stderr.strip().startswith("adaexplore:"), p.stderr
+
+
+def test_evaluate_in_half_precision(tmp_path):
+    # The task's model and inputs in float16 on both sides; the verdict says so.
+    v = adaexplore.evaluate(EXAMPLE_TASK, CANDIDATE, precision="fp16", cache=False, **FAST)
+    assert v.correct, v.error
+    assert v.precision == "fp16" and v.raw["task"]["outputs"][0]["dtype"] == "float16"
+    with pytest.raises(adaexplore.InvalidInputError, match="unknown precision 'fp4'"):
+        adaexplore.evaluate(EXAMPLE_TASK, CANDIDATE, precision="fp4", cache=False, **FAST)

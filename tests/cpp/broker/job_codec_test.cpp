@@ -42,6 +42,25 @@ TEST(JobCodec, RoundTripRecomputesTheTaskHash) {
   EXPECT_EQ(out.req.options.ProtocolJson(), in.req.options.ProtocolJson());
 }
 
+TEST(JobCodec, PrecisionTravelsAndOldJobsMeanFp32) {
+  Job in = SampleJob();
+  in.req.options.precision = Precision::kBf16;
+  Job out;
+  ASSERT_TRUE(DecodeJob(EncodeJob(in), kMaxJobBytes, &out).ok());
+  EXPECT_EQ(out.req.options.precision, Precision::kBf16);
+  EXPECT_EQ(out.req.options.ProtocolJson(), in.req.options.ProtocolJson());
+  // A job from a client that knows no precision is fp32; an unknown one is refused.
+  json j = json::parse(EncodeJob(SampleJob()));
+  ASSERT_TRUE(j["options"].contains("precision"));
+  j["options"].erase("precision");
+  ASSERT_TRUE(DecodeJob(j.dump(), kMaxJobBytes, &out).ok());
+  EXPECT_EQ(out.req.options.precision, Precision::kFp32);
+  j["options"]["precision"] = "fp8";
+  Status s = DecodeJob(j.dump(), kMaxJobBytes, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("precision"), std::string::npos);
+}
+
 TEST(JobCodec, MalformedJobsAreInvalidInputNotCrashes) {
   Job out;
   const std::string good = EncodeJob(SampleJob());

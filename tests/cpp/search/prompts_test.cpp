@@ -425,6 +425,18 @@ TEST_F(PromptsGolden, ProposerTriton) {
   ExpectGolden("proposer_triton.txt", p);
 }
 
+TEST_F(PromptsGolden, ProposerTritonBf16) {
+  PromptInputs in = Base("triton");
+  in.half_precision = "bf16";
+  std::string p = Proposer(in);
+  EXPECT_TRUE(Has(p, "The task runs in bf16"));
+  EXPECT_TRUE(Has(p, "the outputs must be torch.bfloat16 too (atol=rtol=0.01)"));
+  EXPECT_FALSE(Has(p, "{{")) << "an unrendered tag";
+  ExpectGolden("proposer_triton_bf16.txt", p);
+  // In fp32 the prompt says nothing of another precision.
+  EXPECT_FALSE(Has(Proposer(Base("triton")), "The task runs in"));
+}
+
 TEST_F(PromptsGolden, ProposerTritonRules) {
   PromptInputs in = Base("triton");
   in.rules = kRules;
