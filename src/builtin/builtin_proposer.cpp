@@ -21,6 +21,7 @@ std::string Describe(const Plan& p) {
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
   if (p.red_epilogue) s += ", elementwise kernels run inside the reductions they read";
   if (p.siblings) s += ", sibling reductions over shared inputs in one kernel";
+  for (size_t k = 0; k < p.nsched.size(); ++k) s += ", row norm " + std::to_string(k) + ": " + p.nsched[k].Describe();
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -79,6 +80,21 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     plans.push_back(narrow);
   }
   plans.push_back(Plan());
+  // Row norms: each further strategy that applies, as a large step (the
+  // default plan above took the first).
+  const auto rnorms = FormRowNorms(graph_, Plan());
+  if (!rnorms.empty()) {
+    const auto strategies = RowNormStrategies(rnorms[0].second);
+    for (size_t i = 1; i < strategies.size(); ++i) {
+      Plan p;
+      for (size_t k = 0; k < rnorms.size(); ++k) {
+        RowNormSchedule rs = RowNormFor(Plan(), k, rnorms[k].second);
+        DefaultRowNormSchedule(rnorms[k].second, strategies[i], &rs);
+        p.nsched.push_back(rs);
+      }
+      plans.push_back(p);
+    }
+  }
   if (CountLinearReductions(graph_) == 0 && trivial_ == 0 && folded_ > 0) {
     // Folded scalar chains alone: a few operations per element less, which a
     // memory-bound kernel hardly notices; after the default.
@@ -199,8 +215,23 @@ Proposal BuiltinProposer::Large(const std::string& why) {
 Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_verdict) {
   Proposal p;
   std::string error;
-  // GEMMs first (they dominate where they exist): one knob of one GEMM.
   const Graph& graph = GraphFor(parent);  // the parent's plan reads its knobs off this graph
+  // Row norms: one knob of one norm's schedule (its strategy stays).
+  const auto rnorms = FormRowNorms(graph, parent);
+  for (size_t k = 0; k < rnorms.size(); ++k) {
+    const RowNormSchedule cur = RowNormFor(parent, k, rnorms[k].second);
+    for (const RowNormSchedule& c : RowNormNeighbours(rnorms[k].second, cur)) {
+      Plan q = parent;
+      q.nsched.resize(rnorms.size());
+      for (size_t j = 0; j < rnorms.size(); ++j) q.nsched[j] = RowNormFor(parent, j, rnorms[j].second);
+      q.nsched[k] = c;
+      if (TryPlan(q, &p, &error)) {
+        p.note = "builtin: row norm " + std::to_string(k) + ": " + cur.Describe() + " -> " + c.Describe();
+        return p;
+      }
+    }
+  }
+  // GEMMs first (they dominate where they exist): one knob of one GEMM.
   std::vector<std::pair<int, GemmOp>> gemms = FormGemms(graph, parent);
   for (int dist = 1; dist <= 2; ++dist) {
     for (size_t k = 0; k < gemms.size(); ++k) {

@@ -35,6 +35,11 @@ json Plan::ToJson() const {
     for (const auto& k : gsched) gs.push_back({k.bm, k.bn, k.bk, k.group_m, k.warps, k.stages});
     j["gemm"] = gs;
   }
+  if (!nsched.empty()) {
+    json r = json::array();
+    for (const auto& k : nsched) r.push_back(k.ToJson());
+    j["rownorm"] = r;
+  }
   if (!red.empty()) {
     json r = json::array();
     for (const auto& k : red) {
@@ -77,6 +82,11 @@ Status Plan::FromJson(const json& j, Plan* out) {
         if (!gs.Valid()) return Status::Error("plan has a bad GEMM schedule");
         p.gsched.push_back(gs);
       }
+    }
+    for (const auto& k : j.value("rownorm", json::array())) {
+      RowNormSchedule r;
+      if (Status s = RowNormSchedule::FromJson(k, &r); !s.ok()) return s;
+      p.nsched.push_back(r);
     }
     for (const auto& k : j.value("red", json::array())) {
       RedSchedule r{k.at(0).get<int>(), k.at(1).get<int>(), k.at(2).get<int>(), k.at(3).get<int>(),
@@ -891,6 +901,24 @@ std::map<size_t, size_t> FormEpilogues(const Graph& g, const std::vector<Group>&
 
 }  // namespace
 
+std::vector<std::pair<int, RowNormOp>> FormRowNorms(const Graph& g, const Plan& plan) {
+  std::vector<std::pair<int, RowNormOp>> out;
+  if (plan.library_reductions) return out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    RowNormOp op;
+    if (ClassifyRowNorm(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
+  }
+  return out;
+}
+
+RowNormSchedule RowNormFor(const Plan& plan, size_t k, const RowNormOp& op) {
+  if (k < plan.nsched.size()) return plan.nsched[k];
+  RowNormSchedule s;
+  const auto strategies = RowNormStrategies(op);
+  if (!strategies.empty()) DefaultRowNormSchedule(op, strategies.front(), &s);
+  return s;
+}
+
 std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan) {
   std::vector<std::pair<int, GemmOp>> out;
   if (!plan.gemm) return out;
@@ -1046,6 +1074,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
   std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
   std::vector<std::pair<int, GemmOp>> gemms = FormGemms(g, plan);
+  const std::vector<std::pair<int, RowNormOp>> rnorms = FormRowNorms(g, plan);
 
   // Algebraic rewrites: reductions over a Linear's features computed from
   // the summed weight; the Linear and the chain between are not computed.
@@ -1079,9 +1108,10 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     gemms = std::move(kept);
   }
   if (kernels) {
-    *kernels = static_cast<int>(groups.size() + reds.size() + gemms.size() - linreds.size() - chain_groups.size());
+    *kernels = static_cast<int>(groups.size() + reds.size() + gemms.size() + rnorms.size() - linreds.size() -
+                                chain_groups.size());
   }
-  if (groups.empty() && reds.empty() && gemms.empty()) {
+  if (groups.empty() && reds.empty() && gemms.empty() && rnorms.empty()) {
     return Status::Error("nothing to fuse: every operator stays a library call");
   }
   Plan written = plan;
@@ -1100,6 +1130,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   for (size_t k = 0; k < gemms.size(); ++k) {
     written.gsched[k] = plan.GemmFor(k);
     gemm_of[gemms[k].first] = k;
+  }
+
+  written.nsched.resize(rnorms.size());
+  std::map<int, size_t> rnorm_of;  // node -> row norm index
+  for (size_t k = 0; k < rnorms.size(); ++k) {
+    written.nsched[k] = RowNormFor(plan, k, rnorms[k].second);
+    rnorm_of[rnorms[k].first] = k;
   }
 
   std::map<int, size_t> last_of;  // the last node of a group -> the group
@@ -1162,6 +1199,10 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   for (size_t k = 0; k < groups.size(); ++k) {
     if (inside.count(k)) continue;
     Status st = EmitGroup(g, groups[k], k, written.For(k), feeds[k], &kernel_src);
+    if (!st.ok()) return st;
+  }
+  for (size_t k = 0; k < rnorms.size(); ++k) {
+    Status st = EmitRowNorm(rnorms[k].second, k, written.nsched[k], &kernel_src);
     if (!st.ok()) return st;
   }
   for (size_t k = 0; k < gemms.size(); ++k) {
@@ -1307,6 +1348,14 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       continue;
     }
     if (unused.count(static_cast<int>(i))) continue;  // rewritten away
+    if (auto it = rnorm_of.find(static_cast<int>(i)); it != rnorm_of.end()) {
+      const RowNormOp& op = rnorms[it->second].second;
+      body << "        " << v << " = _ax_rnorm" << it->second << "(" << Var(op.input);
+      if (op.weight == RowNormOp::Weight::kNode) body << ", " << Var(op.weight_ref);
+      if (op.weight == RowNormOp::Weight::kModule) body << ", " << AttrExpr(op.weight_ref) << ".weight";
+      body << ")\n";
+      continue;
+    }
     if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const GemmOp& op = gemms[it->second].second;

@@ -17,6 +17,7 @@
 #include "builtin/gemm.h"
 #include "builtin/graph.h"
 #include "builtin/reduce.h"
+#include "builtin/rownorm.h"
 #include "common/status.h"
 
 namespace ax::builtin {
@@ -55,6 +56,10 @@ struct Plan {
   // Safe algebraic rewrites (see CountLinearReductions).
   bool algebra = false;
   GemmSchedule GemmFor(size_t k) const { return k < gsched.size() ? gsched[k] : GemmSchedule(); }
+  // Row norms (rownorm.h; generated unless library_reductions): per norm, in
+  // order, its strategy and knobs; a missing entry takes the first strategy
+  // of RowNormStrategies at its default.
+  std::vector<RowNormSchedule> nsched;
 
   FusionOptions Fusion() const;
   nlohmann::json ToJson() const;
@@ -69,6 +74,11 @@ std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& pl
 
 // The matrix products generated under plan (none unless plan.gemm): (node index, operator).
 std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan);
+
+// The row norms generated under plan: (node index, operator).
+std::vector<std::pair<int, RowNormOp>> FormRowNorms(const Graph& g, const Plan& plan);
+// The schedule plan gives row norm k (op): its own, or the default.
+RowNormSchedule RowNormFor(const Plan& plan, size_t k, const RowNormOp& op);
 
 // How many sums or means over a Linear layer's output features (through
 // additions of per-feature or scalar terms and scalings by scalars) the graph

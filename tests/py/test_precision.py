@@ -97,3 +97,54 @@ def test_a_resumed_run_keeps_its_precision(run_cli, tmp_path):
                           "--precision", "bf16", "--out", out, "--resume")
     assert rc == 2
     assert "--precision bf16 differs from the stored run's (fp16)" in err
+
+
+RMSNORM_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, hidden, eps):
+        super().__init__()
+        self.hidden = hidden
+        self.eps = eps
+        self.weight = nn.Parameter(torch.rand(hidden) * 0.5 + 0.75)
+
+    def forward(self, x):
+        return torch.nn.functional.rms_norm(x, (self.hidden,), self.weight, self.eps)
+
+
+def get_inputs():
+    return [torch.randn(24, 1280)]
+
+
+def get_init_inputs():
+    return [1280, 1e-6]
+'''
+
+
+def test_builtin_rms_norm_kernels_in_bf16_and_fp32(run_cli, tmp_path):
+    # The builtin compiler's row-norm kernels (bf16 loads and stores, float32 arithmetic) pass the
+    # judge's strict tolerance under TRITON_INTERPRET=1; each large step is another strategy.
+    task = tmp_path / "rmsnorm.py"
+    task.write_text(RMSNORM_TASK)
+    for precision in ("bf16", "fp32"):
+        out = tmp_path / ("run_" + precision)
+        rc, so, err = run_cli("optimize", task, "--proposer", "builtin", "--steps", "3", "--device", "cpu",
+                              "--precision", precision, "--no-cache", "--iters", "2", "--warmup", "1", "--trials",
+                              "2", "--small-step-limit", "0", "--p-large", "1", "--out", out)
+        assert rc == 0, err
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["precision"] == precision
+        best = (out / "best.py").read_text()
+        assert "_ax_rnorm0_kernel" in best and ".to(tl.float32)" in best
+        import sqlite3
+        db = sqlite3.connect(str(out / "run.sqlite"))
+        verdicts = [json.loads(v) for (v,) in db.execute("SELECT verdict FROM verdicts")]
+        assert len(verdicts) == 3
+        assert all(v["status"] == "ok" and v["precision"] == precision for v in verdicts), \
+            [(v["status"], v.get("error")) for v in verdicts]
+        tree = json.loads(db.execute("SELECT tree FROM trees").fetchone()[0])
+        notes = " ".join(n.get("note", "") for n in tree["nodes"])
+        for strategy in ("rows per program", "split row"):
+            assert strategy in notes, notes
