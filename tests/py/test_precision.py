@@ -93,6 +93,9 @@ def test_a_resumed_run_keeps_its_precision(run_cli, tmp_path):
     assert rc == 0, err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["precision"] == "fp16"
+    rc, so, err = run_cli("report", out)
+    assert rc == 0, err
+    assert "tolerance strict, precision fp16" in so
     rc, so, err = run_cli("optimize", EXAMPLE_TASK, "--proposer", "builtin", "--steps", "1", "--device", "cpu",
                           "--precision", "bf16", "--out", out, "--resume")
     assert rc == 2
