@@ -529,7 +529,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   }
   for (size_t i = 0; i < grp.outputs.size(); ++i) {
     ln << "    out" << i << " = torch.empty(" << PyShape(grp.shape) << ", device=in" << first_tensor
-       << ".device, dtype=torch.float32)\n";
+       << ".device, dtype=" << grp.dtype << ")\n";
   }
   ln << "    n = out0.numel()\n";
   ln << "    if n == 0:\n        return ";

@@ -10,6 +10,11 @@ namespace {
 
 const std::string kF32 = "torch.float32";
 
+// The dtypes elementwise kernels are generated for: they load in it, compute
+// in float32 and store in it (rounded once per group output, where PyTorch
+// rounds after every operator in half precision).
+bool FloatDtype(const std::string& d) { return d == kF32 || d == "torch.float16" || d == "torch.bfloat16"; }
+
 bool Numeric(const json* a, double* v) {
   if (!a || !a->is_object() || !a->contains("value")) return false;
   const json& x = (*a)["value"];
@@ -45,12 +50,13 @@ bool IsScalarConstant(const Node& n, double* value) {
 
 namespace {
 
-// An operand: a float32 tensor node that broadcasts to shape, a number, or
-// a number passed to forward (a runtime scalar). With allow_bool, also a bool
-// tensor: loaded as 0.0 / 1.0, which is PyTorch's promotion of it in an
-// arithmetic operator whose result is float32.
-bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, EwOperand* out,
-             bool allow_bool = false) {
+// An operand of node n: a tensor node of n's dtype that broadcasts to n's
+// shape (no mixed-dtype promotion), a number, or a number passed to forward
+// (a runtime scalar). With allow_bool, also a bool tensor: loaded as 0.0 /
+// 1.0, which is PyTorch's promotion of it in an arithmetic operator whose
+// result is floating.
+bool Operand(const Graph& g, const json* a, const Node& n, EwOperand* out, bool allow_bool = false) {
+  const std::vector<int64_t>& shape = n.shape;
   if (!a || !a->is_object()) return false;
   if (a->contains("node")) {
     const Node* src = g.Find((*a)["node"].get<std::string>());
@@ -59,7 +65,7 @@ bool Operand(const Graph& g, const json* a, const std::vector<int64_t>& shape, E
       return true;
     }
     if (src && IsScalarConstant(*src, &out->value)) return true;
-    if (!src || !src->is_tensor || (src->dtype != kF32 && !(allow_bool && src->dtype == "torch.bool"))) return false;
+    if (!src || !src->is_tensor || (src->dtype != n.dtype && !(allow_bool && src->dtype == "torch.bool"))) return false;
     if (src->shape.size() > shape.size()) return false;
     for (size_t i = 0; i < src->shape.size(); ++i) {
       int64_t s = src->shape[src->shape.size() - 1 - i], o = shape[shape.size() - 1 - i];
@@ -95,7 +101,7 @@ bool InplaceFlag(const Node& n, size_t pos) {
 }  // namespace
 
 bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
-  if (!n.is_tensor || n.dtype != kF32) return false;
+  if (!n.is_tensor || !FloatDtype(n.dtype)) return false;
   EwOp op;
   std::string fn;
   const json& attrs = n.module.is_object() && n.module.contains("attrs") ? n.module["attrs"] : json::object();
@@ -114,7 +120,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     if (AttrOr(attrs, "inplace", false) && !InplaceSafe(g, n, true)) return false;
     if (n.ModuleClass() == "Dropout" && AttrOr(attrs, "training", true) && attr("p", 0.5) != 0.0) return false;
     EwOperand a;
-    if (!Operand(g, &n.args[0], n.shape, &a) || a.node.empty()) return false;
+    if (!Operand(g, &n.args[0], n, &a) || a.node.empty()) return false;
     op.operands.push_back(a);
     if (fn == "gelu") {
       op.variant = AttrOr<std::string>(attrs, "approximate", "none");
@@ -167,7 +173,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     }
     if (!n.kwargs.contains("reduction") || n.kwargs["reduction"].value("repr", "") != "'none'") return false;
     EwOperand a, b;
-    if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || !Operand(g, n.Arg(1, "target"), n.shape, &b)) return false;
+    if (!Operand(g, n.Arg(0, "input"), n, &a) || !Operand(g, n.Arg(1, "target"), n, &b)) return false;
     if (a.node.empty() || b.node.empty() || g.Find(a.node)->shape != n.shape || g.Find(b.node)->shape != n.shape) {
       return false;
     }
@@ -211,8 +217,8 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     if (!OnlyKwargs(n, {"alpha", "other", "exponent"})) return false;
     EwOperand a, b;
     const json* second = n.Arg(1, fn == "pow" ? "exponent" : "other");
-    const bool bools = fn != "pow";  // the node's result is float32 (checked above)
-    if (!Operand(g, n.Arg(0, "input"), n.shape, &a, bools) || !Operand(g, second, n.shape, &b, bools)) return false;
+    const bool bools = fn != "pow";  // the node's result is floating (checked above)
+    if (!Operand(g, n.Arg(0, "input"), n, &a, bools) || !Operand(g, second, n, &b, bools)) return false;
     if (a.node.empty() && b.node.empty()) return false;
     if (fn == "pow") {
       if (!b.node.empty() || a.node.empty()) return false;
@@ -235,7 +241,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
   }
   if (!kUnary.count(fn)) return false;
   EwOperand a;
-  if (!Operand(g, n.Arg(0, "input"), n.shape, &a) || a.node.empty() || g.Find(a.node)->is_number) return false;
+  if (!Operand(g, n.Arg(0, "input"), n, &a) || a.node.empty() || g.Find(a.node)->is_number) return false;
   op.operands = {a};
   if (fn == "contiguous") {
     if (n.op != "call_method" || nargs != 1 || !n.kwargs.empty()) return false;
@@ -330,8 +336,11 @@ std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt) {
       close();
       continue;
     }
-    if (!cur.nodes.empty() && (opt.singleton || cur.shape != n.shape)) close();
-    if (cur.nodes.empty()) cur.shape = n.shape;
+    if (!cur.nodes.empty() && (opt.singleton || cur.shape != n.shape || cur.dtype != n.dtype)) close();
+    if (cur.nodes.empty()) {
+      cur.shape = n.shape;
+      cur.dtype = n.dtype;
+    }
     cur.nodes.push_back(static_cast<int>(i));
     cur.ops[static_cast<int>(i)] = op;
     if (opt.cuts.count(n.name)) close();

@@ -50,10 +50,11 @@ struct Group {
                                       // and runtime scalars (number placeholders)
   std::vector<std::string> outputs;   // group nodes read outside the group
   std::vector<int64_t> shape;         // the output shape of every node in the group
+  std::string dtype = "torch.float32"; // and their dtype (float32, float16 or bfloat16)
   int64_t numel() const;
 };
 
-// Maximal runs of fusible nodes with the same output shape (placeholders and
+// Maximal runs of fusible nodes with the same output shape and dtype (placeholders and
 // attributes do not break a run; any other node does), split at the cuts.
 std::vector<Group> FormGroups(const Graph& g, const FusionOptions& opt);
 

@@ -93,6 +93,9 @@ def test_a_resumed_run_keeps_its_precision(run_cli, tmp_path):
     assert rc == 0, err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["precision"] == "fp16"
+    # the builtin compiler's elementwise kernel, in float16 (loads and stores; float32 arithmetic)
+    best = (out / "best.py").read_text()
+    assert "dtype=torch.float16" in best and ".to(tl.float32)" in best
     rc, so, err = run_cli("report", out)
     assert rc == 0, err
     assert "tolerance strict, precision fp16" in so

@@ -72,6 +72,31 @@ TEST(Fuse, GroupsMaximalRunsAroundLibraryCalls) {
   EXPECT_EQ(FormGroups(g, single).size(), 4u);
 }
 
+TEST(Fuse, HalfPrecisionGroupsKeepTheirDtypeAndNeverMixDtypes) {
+  // The same graph in bfloat16: one group of that dtype, its output allocated in it.
+  json j = BiasReluScaleGraph();
+  for (auto& n : j["nodes"]) {
+    if (n["out"].value("kind", "") == "tensor") n["out"]["dtype"] = "torch.bfloat16";
+  }
+  Graph g;
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  auto groups = FormGroups(g, FusionOptions());
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].dtype, "torch.bfloat16");
+  EXPECT_EQ(groups[0].nodes.size(), 3u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, "", Plan(), &src).ok());
+  EXPECT_NE(src.find("dtype=torch.bfloat16)"), std::string::npos);
+  EXPECT_EQ(src.find("dtype=torch.float32"), std::string::npos);
+  EXPECT_NE(src.find(".to(tl.float32)"), std::string::npos);  // computed in float32
+  // A float32 bias added to a bfloat16 x promotes: not fused (PyTorch's result is float32).
+  j["nodes"][1]["out"]["dtype"] = "torch.float32";
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  EwOp op;
+  EXPECT_FALSE(ClassifyElementwise(g, *g.Find("add"), &op));
+  EXPECT_TRUE(ClassifyElementwise(g, *g.Find("relu"), &op));
+}
+
 TEST(Fuse, LeavesUnsupportedOperatorsAlone) {
   Graph g;
   json j = BiasReluScaleGraph();
