@@ -146,7 +146,7 @@ def optimize(task, example_inputs=None, proposer="builtin", steps=8, out=None, d
 
     task: a task file, a KernelBench spec ("level1/19"), or your own nn.Module with example_inputs (it is
     written as a task file first, in OUT/task/). search_options are optimize's flags as keywords:
-    search="mcts", seed=, tolerance=, trials=, memory=, max_wall=, small_step_limit=, ...
+    search="mcts", seed=, tolerance=, precision="bf16", trials=, memory=, max_wall=, small_step_limit=, ...
     progress: a callable given each step's event (a dict), False for none, or None: a tqdm bar when tqdm is
     installed. Ctrl-C stops the run after the candidates being judged, saves it, and raises
     KeyboardInterrupt; optimize(..., out=RUN, resume=True) continues it.
