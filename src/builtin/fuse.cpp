@@ -10,11 +10,6 @@ namespace {
 
 const std::string kF32 = "torch.float32";
 
-// The dtypes elementwise kernels are generated for: they load in it, compute
-// in float32 and store in it (rounded once per group output, where PyTorch
-// rounds after every operator in half precision).
-bool FloatDtype(const std::string& d) { return d == kF32 || d == "torch.float16" || d == "torch.bfloat16"; }
-
 bool Numeric(const json* a, double* v) {
   if (!a || !a->is_object() || !a->contains("value")) return false;
   const json& x = (*a)["value"];
@@ -101,7 +96,10 @@ bool InplaceFlag(const Node& n, size_t pos) {
 }  // namespace
 
 bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
-  if (!n.is_tensor || !FloatDtype(n.dtype)) return false;
+  // Half precision too: loaded in the dtype, computed in float32, stored in
+  // the dtype (rounded once per group output, where PyTorch rounds after
+  // every operator).
+  if (!n.is_tensor || !IsFloatDtype(n.dtype)) return false;
   EwOp op;
   std::string fn;
   const json& attrs = n.module.is_object() && n.module.contains("attrs") ? n.module["attrs"] : json::object();

@@ -20,6 +20,33 @@ const Node* Graph::Find(const std::string& name) const {
   return it == index.end() ? nullptr : &nodes[it->second];
 }
 
+bool IsFloatDtype(const std::string& d) {
+  return d == "torch.float32" || d == "torch.float16" || d == "torch.bfloat16";
+}
+
+bool PlainArg(const json& a, json* out) {
+  if (a.is_object() && a.contains("value")) {
+    *out = a["value"];
+    return true;
+  }
+  const char* seq = a.is_object() && a.contains("tuple") ? "tuple" : a.is_object() && a.contains("list") ? "list" : nullptr;
+  if (seq && a[seq].is_array()) {
+    json arr = json::array();
+    for (const auto& e : a[seq]) {
+      json v;
+      if (!PlainArg(e, &v)) return false;
+      arr.push_back(v);
+    }
+    *out = arr;
+    return true;
+  }
+  if (a.is_object() && a.value("repr", "") == "None") {
+    *out = nullptr;
+    return true;
+  }
+  return false;
+}
+
 void CollectNodeRefs(const json& arg, std::vector<std::string>* out) {
   if (!arg.is_object()) return;
   if (arg.contains("node")) {

@@ -68,6 +68,13 @@ Status ParseGraph(const nlohmann::json& j, Graph* out);
 // unknown or later node, or for two nodes of one name.
 Status LinkGraph(Graph* g);
 
+// A traced constant argument as a plain value: {"value": v} -> v, a tuple or
+// list of them -> an array, None -> null; false for anything else (a node).
+bool PlainArg(const nlohmann::json& a, nlohmann::json* out);
+
+// The dtypes the compiler generates kernels for: float32, float16, bfloat16.
+bool IsFloatDtype(const std::string& dtype);
+
 // The names of the nodes that an argument (json from the trace) refers to.
 void CollectNodeRefs(const nlohmann::json& arg, std::vector<std::string>* out);
 

@@ -677,31 +677,6 @@ bool ClassifyPool(const Graph& g, const Node& n, RedOp op, RedOp* out) {
 }
 
 namespace {
-// A traced constant argument as a plain value: {"value": v} -> v, a tuple or
-// list of them -> an array, None -> null; false for anything else (a node).
-bool PlainArg(const json& a, json* out) {
-  if (a.is_object() && a.contains("value")) {
-    *out = a["value"];
-    return true;
-  }
-  const char* seq = a.is_object() && a.contains("tuple") ? "tuple" : a.is_object() && a.contains("list") ? "list" : nullptr;
-  if (seq && a[seq].is_array()) {
-    json arr = json::array();
-    for (const auto& e : a[seq]) {
-      json v;
-      if (!PlainArg(e, &v)) return false;
-      arr.push_back(v);
-    }
-    *out = arr;
-    return true;
-  }
-  if (a.is_object() && a.value("repr", "") == "None") {
-    *out = nullptr;
-    return true;
-  }
-  return false;
-}
-
 // F.max_poolNd / F.avg_poolNd (and torch.max_poolNd, torch._C._nn.avg_poolNd):
 // the call as the module it equals, {class, attrs} from its arguments, for
 // ClassifyPool; false when it is not one or an argument is not a constant.

@@ -13,13 +13,11 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::string kF32 = "torch.float32", kF16 = "torch.float16", kBF16 = "torch.bfloat16";
+const std::string kF16 = "torch.float16", kBF16 = "torch.bfloat16";
 
 // Registers a program may spend on the row's values: the largest tile (in
 // elements) the whole-row strategies hold at once.
 constexpr int64_t kMaxTile = 32768;
-
-bool Floating(const std::string& dtype) { return dtype == kF32 || dtype == kF16 || dtype == kBF16; }
 
 // torch.finfo(dtype).eps: what rms_norm uses when eps is None.
 double DtypeEps(const std::string& dtype) {
@@ -28,27 +26,23 @@ double DtypeEps(const std::string& dtype) {
   return 1.1920928955078125e-07;
 }
 
+// An argument that is absent or None.
 bool IsNoneArg(const json* a) {
-  return !a || a->is_null() || (a->is_object() && !a->contains("node") && a->value("repr", "") == "None");
+  json v;
+  return !a || a->is_null() || (PlainArg(*a, &v) && v.is_null());
 }
 
-// An int, or a tuple or list of ints, as the trace writes them.
+// An int, or a tuple or list of ints (a normalized_shape), as the trace writes them.
 bool IntList(const json* a, std::vector<int64_t>* out) {
-  if (!a || !a->is_object()) return false;
-  auto one = [&](const json& v) {
-    if (!v.is_object() || !v.contains("value") || !v["value"].is_number_integer()) return false;
-    out->push_back(v["value"].get<int64_t>());
-    return true;
-  };
-  for (const char* k : {"tuple", "list"}) {
-    if (a->contains(k) && (*a)[k].is_array()) {
-      for (const auto& v : (*a)[k]) {
-        if (!one(v)) return false;
-      }
-      return !out->empty();
-    }
+  json v;
+  if (!a || !PlainArg(*a, &v)) return false;
+  if (v.is_number_integer()) v = json::array({v});
+  if (!v.is_array() || v.empty()) return false;
+  for (const auto& x : v) {
+    if (!x.is_number_integer()) return false;
+    out->push_back(x.get<int64_t>());
   }
-  return one(*a);
+  return true;
 }
 
 int64_t NextPow2(int64_t v) {
@@ -146,7 +140,7 @@ std::string RowNormSchedule::Describe() const {
 }
 
 bool ClassifyRowNorm(const Graph& g, const Node& n, RowNormOp* out) {
-  if (!n.is_tensor || !Floating(n.dtype)) return false;
+  if (!n.is_tensor || !IsFloatDtype(n.dtype)) return false;
   RowNormOp op;
   std::vector<int64_t> normalized;
   const json* eps = nullptr;
@@ -159,7 +153,7 @@ bool ClassifyRowNorm(const Graph& g, const Node& n, RowNormOp* out) {
     if (!IsNoneArg(w)) {
       if (!w->is_object() || !w->contains("node")) return false;
       const Node* wn = g.Find((*w)["node"].get<std::string>());
-      if (!wn || !wn->is_tensor || wn->shape != normalized || !Floating(wn->dtype)) return false;
+      if (!wn || !wn->is_tensor || wn->shape != normalized || !IsFloatDtype(wn->dtype)) return false;
       op.weight = RowNormOp::Weight::kNode;
       op.weight_ref = wn->name;
     }
@@ -172,7 +166,7 @@ bool ClassifyRowNorm(const Graph& g, const Node& n, RowNormOp* out) {
     if (normalized.empty()) return false;
     if (AttrOr(attrs, "elementwise_affine", false)) {
       if (!params.contains("weight") || params["weight"].value("shape", std::vector<int64_t>{}) != normalized ||
-          !Floating(params["weight"].value("dtype", ""))) {
+          !IsFloatDtype(params["weight"].value("dtype", ""))) {
         return false;
       }
       op.weight = RowNormOp::Weight::kModule;
@@ -204,10 +198,11 @@ bool ClassifyRowNorm(const Graph& g, const Node& n, RowNormOp* out) {
   for (size_t i = 0; i < lead; ++i) op.rows *= xn->shape[i];
   if (op.H < 1 || op.rows < 1) return false;
   if (n.op == "call_function") {
+    json v;
     if (IsNoneArg(eps)) {
       op.eps = DtypeEps(n.dtype);
-    } else if (eps->is_object() && eps->contains("value") && (*eps)["value"].is_number()) {
-      op.eps = (*eps)["value"].get<double>();
+    } else if (PlainArg(*eps, &v) && v.is_number() && !v.is_boolean()) {
+      op.eps = v.get<double>();
     } else {
       return false;
     }
@@ -272,34 +267,21 @@ std::vector<RowNormSchedule> RowNormNeighbours(const RowNormOp& op, const RowNor
   auto add = [&](RowNormSchedule c) {
     if (c.ValidFor(op) && !(c == s) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  for (int f : {2, 4}) {
-    RowNormSchedule c = s;
-    c.warps = s.warps / f;
-    add(c);
-    c.warps = s.warps * f;
-    add(c);
-    if (s.strategy == RowNormStrategy::kMultiRow) {
-      c = s;
-      c.rows = s.rows * f;
-      add(c);
-      c.rows = s.rows / f;
-      add(c);
-    }
-    if (s.strategy == RowNormStrategy::kSplitRow) {
-      c = s;
-      c.block = s.block * f;
-      add(c);
-      c.block = s.block / f;
-      add(c);
-    }
-  }
-  if (s.strategy == RowNormStrategy::kSplitRow) {
-    for (int d : {1, -1, 2}) {
+  // knob set to each value in turn, the others as in s
+  auto vary = [&](int RowNormSchedule::*knob, std::initializer_list<int> values) {
+    for (int v : values) {
       RowNormSchedule c = s;
-      c.stages = s.stages + d;
+      c.*knob = v;
       add(c);
     }
+  };
+  const bool split = s.strategy == RowNormStrategy::kSplitRow;
+  for (int f : {2, 4}) {
+    vary(&RowNormSchedule::warps, {s.warps / f, s.warps * f});
+    if (s.strategy == RowNormStrategy::kMultiRow) vary(&RowNormSchedule::rows, {s.rows * f, s.rows / f});
+    if (split) vary(&RowNormSchedule::block, {s.block * f, s.block / f});
   }
+  if (split) vary(&RowNormSchedule::stages, {s.stages + 1, s.stages - 1, s.stages + 2});
   return out;
 }
 
@@ -340,17 +322,20 @@ void EmitSplitRow(const RowNormOp& op, const RowNormSchedule& s, bool wide, PyWr
   w->Line("row = tl.program_id(0)" + std::string(wide ? ".to(tl.int64)" : ""));
   w->Line("xr = x_ptr + row * " + I(op.H));
   w->Line("orow = o_ptr + row * " + I(op.H));
+  // the chunk loop, twice: the sum of squares, then the scaling
+  const std::string loop = "for start in tl.range(0, " + I(op.H) + ", " + I(s.block) + ", num_stages=" + I(s.stages) + "):";
+  const std::string chunk = "c = start + tl.arange(0, " + I(s.block) + ")";
   w->Line("acc = tl.zeros([" + I(s.block) + "], dtype=tl.float32)");
   {
-    auto loop = w->Open("for start in tl.range(0, " + I(op.H) + ", " + I(s.block) + ", num_stages=" + I(s.stages) + "):");
-    w->Line("c = start + tl.arange(0, " + I(s.block) + ")");
+    auto body = w->Open(loop);
+    w->Line(chunk);
     w->Line("x = tl.load(xr + c" + m + (mask ? ", other=0.0" : "") + ").to(tl.float32)");
     w->Line("acc += x * x");
   }
   w->Line("r = tl.rsqrt(tl.sum(acc, axis=0) / " + F(static_cast<double>(op.H)) + " + " + F(op.eps) + ")");
   {
-    auto loop = w->Open("for start in tl.range(0, " + I(op.H) + ", " + I(s.block) + ", num_stages=" + I(s.stages) + "):");
-    w->Line("c = start + tl.arange(0, " + I(s.block) + ")");
+    auto body = w->Open(loop);
+    w->Line(chunk);
     w->Line("y = tl.load(xr + c" + m + (mask ? ", other=0.0" : "") + ").to(tl.float32) * r");
     if (op.weight != RowNormOp::Weight::kNone) {
       w->Line("y = y * tl.load(w_ptr + c" + m + (mask ? ", other=0.0" : "") + ").to(tl.float32)");
