@@ -146,20 +146,20 @@ def parse_list(text, cast=int, what="value"):
     return out
 
 
+def parse_choices(text, allowed, what):
+    xs = parse_list(text, str, what)
+    for x in xs:
+        if x not in allowed:
+            raise SystemExit("bench/rmsnorm: unknown %s %r (%s)" % (what, x, ", ".join(allowed)))
+    return xs
+
+
 def parse_dtypes(text):
-    ds = parse_list(text, str, "dtype")
-    for d in ds:
-        if d not in ELEM_SIZE:
-            raise SystemExit("bench/rmsnorm: unknown dtype %r (fp32, fp16, bf16)" % d)
-    return ds
+    return parse_choices(text, tuple(ELEM_SIZE), "dtype")
 
 
 def parse_impls(text):
-    xs = parse_list(text, str, "implementation")
-    for x in xs:
-        if x not in IMPLS:
-            raise SystemExit("bench/rmsnorm: unknown implementation %r (%s)" % (x, ", ".join(IMPLS)))
-    return xs
+    return parse_choices(text, IMPLS, "implementation")
 
 
 def shape_grid(tokens=TOKENS, hidden=HIDDEN):
@@ -364,27 +364,11 @@ def torch_dtype(name):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
-def measure_copy_bandwidth(device, gib=1.0, iters=20, warmup=5):
-    """Device-to-device copy bandwidth in bytes/s: bytes read + written over the median time."""
-    import torch
-    n = int(gib * (1 << 30)) // 4
-    src = torch.ones(n, dtype=torch.float32, device=device)
-    dst = torch.empty_like(src)
-    for _ in range(warmup):
-        dst.copy_(src)
-    torch.cuda.synchronize(device)
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        dst.copy_(src)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    moved = 2 * src.numel() * src.element_size()
-    del src, dst
-    torch.cuda.empty_cache()
-    return moved / statistics.median(times)
+def measure_copy_bandwidth(device, gib=1.0):
+    """Device-to-device copy bandwidth in bytes/s (bytes read + written over the median time):
+    bench/builtin.py's measurement, so that both benchmarks' fractions of copy mean the same."""
+    builtin_bench = load_module(Path(__file__).resolve().with_name("builtin.py"), "_bench_builtin")
+    return builtin_bench.measure_copy_bandwidth(device, gib)
 
 
 def sleep_cycles_per_us(device):
