@@ -298,7 +298,7 @@ class CandidateRole:
         # With what the timer calls during the loop, compared after every timed call.
         modules = [(adaexplore_worker, ()), (builds_mod, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs", "gc",
                                                       "checked_call", "_perf_counter", "_urandom", "torch")),
-                   (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs", common._DTYPE_ATTR))]
+                   (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs", common.DTYPE_ATTR))]
         if main is not None and getattr(getattr(main, "__spec__", None), "name", "") == "adaexplore_worker.__main__":
             modules.append((main, ()))
         watched = [("the launch counter", self.counter, None)]

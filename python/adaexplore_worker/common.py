@@ -46,7 +46,7 @@ def seed_all(seed):
 
 
 PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-_DTYPE_ATTR = "__adaexplore_dtype__"
+DTYPE_ATTR = "__adaexplore_dtype__"
 
 
 def set_precision(task_module, name):
@@ -56,12 +56,12 @@ def set_precision(task_module, name):
     module, so that every input made for it, in trials, timing and baselines alike, follows."""
     if name not in PRECISIONS:
         raise ValueError("unknown precision %r (fp32, fp16 or bf16)" % (name,))
-    setattr(task_module, _DTYPE_ATTR, PRECISIONS[name])
+    setattr(task_module, DTYPE_ATTR, PRECISIONS[name])
 
 
 def task_dtype(task_module):
     """The dtype the task is judged in, or None for its own (fp32)."""
-    return getattr(task_module, _DTYPE_ATTR, None)
+    return getattr(task_module, DTYPE_ATTR, None)
 
 
 def make_inputs(task_module, seed, device, cast=True):
