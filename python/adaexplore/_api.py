@@ -47,6 +47,7 @@ class Verdict:
     error: str
     device: str
     precision: str      # what the task was judged in: "fp32", "fp16" or "bf16"
+    timing_mode: str    # what a timed call covers: "host" (launch overhead included) or "gpu"
     raw: dict = dataclasses.field(repr=False)  # every field of the verdict JSON
 
     @classmethod
@@ -55,14 +56,15 @@ class Verdict:
         times.update(j.get("baseline_ms") or {})
         return cls(status=j.get("status", ""), correct=bool(j.get("correct")), speedups=dict(j.get("speedup") or {}),
                    times=times, flags=list(j.get("flags") or []), error=j.get("error") or "",
-                   device=j.get("device") or "", precision=j.get("precision") or "fp32", raw=j)
+                   device=j.get("device") or "", precision=j.get("precision") or "fp32",
+                   timing_mode=j.get("timing_mode") or "host", raw=j)
 
 
 def evaluate(task, candidate, device=None, tolerance="strict", precision="fp32", **judge_options):
     """Judges one candidate (a file, or source text defining ModelNew) against a task; returns a Verdict.
 
     precision: "fp32", "fp16" or "bf16": the task's model and floating inputs are cast to it on every side.
-    judge_options are eval's flags as keywords: trials=, iters=, warmup=, baselines=["eager"], time=False,
+    judge_options are eval's flags as keywords: timing="gpu", trials=, iters=, warmup=, baselines=["eager"], time=False,
     seed=, compile_timeout=, call_timeout=, run_timeout=, python=, cache=False, cache_dir=, judge="redis://...".
     """
     spec = _task_spec(task)
@@ -146,7 +148,7 @@ def optimize(task, example_inputs=None, proposer="builtin", steps=8, out=None, d
 
     task: a task file, a KernelBench spec ("level1/19"), or your own nn.Module with example_inputs (it is
     written as a task file first, in OUT/task/). search_options are optimize's flags as keywords:
-    search="mcts", seed=, tolerance=, precision="bf16", trials=, memory=, max_wall=, small_step_limit=, ...
+    search="mcts", seed=, tolerance=, precision="bf16", timing="gpu", trials=, memory=, max_wall=, small_step_limit=, ...
     progress: a callable given each step's event (a dict), False for none, or None: a tqdm bar when tqdm is
     installed. Ctrl-C stops the run after the candidates being judged, saves it, and raises
     KeyboardInterrupt; optimize(..., out=RUN, resume=True) continues it.

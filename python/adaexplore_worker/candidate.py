@@ -251,7 +251,8 @@ class CandidateRole:
     def op_time(self, req):
         self._kept = None
         timer = common.Timer(self.device, req.get("flush_bytes", 0), synchronize=self.guard.sync,
-                             event_cls=self.guard.event, after_call=self.guard.after_call)
+                             event_cls=self.guard.event, after_call=self.guard.after_call,
+                             timing=req.get("timing", "host"))
         self.guard.watch(timer, "the timer")
         try:
             with torch.no_grad():
@@ -297,7 +298,8 @@ class CandidateRole:
         main = sys.modules.get("__main__")
         # With what the timer calls during the loop, compared after every timed call.
         modules = [(adaexplore_worker, ()), (builds_mod, ()), (common, ("Timer", "make_inputs", "seed_all", "_clone_outputs", "gc",
-                                                      "checked_call", "_perf_counter", "_urandom", "torch")),
+                                                      "checked_call", "_perf_counter", "_urandom", "torch",
+                                                      "_sleep_cycles", "_spin_cycles", "GPU_SPIN_MS")),
                    (guard_mod, ()), (transfer, ()), (sys.modules[__name__], ()), (self.task, ("get_inputs", common.DTYPE_ATTR))]
         if main is not None and getattr(getattr(main, "__spec__", None), "name", "") == "adaexplore_worker.__main__":
             modules.append((main, ()))

@@ -312,7 +312,7 @@ class ReferenceRole:
                 task.compiled = torch.compile(task.model)
                 compile_s = time.perf_counter() - t0
             fn = task.compiled
-        timer = common.Timer(task.device, req.get("flush_bytes", 0))
+        timer = common.Timer(task.device, req.get("flush_bytes", 0), timing=req.get("timing", "host"))
         t0 = time.perf_counter()
         with torch.no_grad():
             # The first call of a compiled model compiles it: keep that out of the warm-up count.

@@ -67,6 +67,7 @@ json OptionsToJson(const JudgeOptions& o) {
   json j = {{"device", o.device},
             {"tolerance", o.tolerance},
             {"precision", PrecisionName(o.precision)},
+            {"timing", TimingModeName(o.timing)},
             {"trials", o.trials},
             {"recheck_trials", o.recheck_trials},
             {"speedup_recheck", o.speedup_recheck},
@@ -108,6 +109,11 @@ Status OptionsFromJson(const json& j, JudgeOptions* o) {
     std::string p;
     if (!Str(j, "precision", 16, &p, &why, false)) return Bad(why);
     if (!ParsePrecision(p, &r.precision).ok()) return Bad("unknown precision");
+  }
+  if (j.contains("timing")) {  // absent in jobs of older clients: host
+    std::string t;
+    if (!Str(j, "timing", 16, &t, &why, false)) return Bad(why);
+    if (!ParseTimingMode(t, &r.timing).ok()) return Bad("unknown timing");
   }
   if (j.contains("time")) {
     if (!j["time"].is_boolean()) return Bad("time must be a boolean");

@@ -32,6 +32,9 @@ void AddJudgeFlags(CLI::App* cmd, JudgeFlags* f, const char* seed_flag) {
   cmd->add_option("--precision", f->precision,
                   "fp32 (default), fp16 or bf16: the task's model and floating inputs are cast to it on every side "
                   "(reference, candidate, baselines); the tolerance preset's value for that dtype applies");
+  cmd->add_option("--timing", f->timing,
+                  "host (default): a timed call runs on an idle GPU, its launch overhead included; gpu: each timed "
+                  "call is queued behind a GPU spin that hides its launches, for the GPU time of its work (all sides alike)");
   cmd->add_option("--trials", f->trials, "correctness trials on fresh inputs (default 5)");
   cmd->add_option("--iters", f->iters, "timed calls (default 50 on GPU, 5 on CPU)");
   cmd->add_option("--warmup", f->warmup, "untimed warm-up calls (default 10 on GPU, 2 on CPU)");
@@ -81,6 +84,8 @@ Status ToOptions(CommonFlags* c, const JudgeFlags& f, JudgeOptions* o) {
   if (Status s = ParsePrecision(f.precision.empty() ? "fp32" : f.precision, &o->precision); !s.ok()) {
     return Bad(s.message());
   }
+  if (Status s = ParseTimingMode(f.timing.empty() ? "host" : f.timing, &o->timing); !s.ok()) return Bad(s.message());
+  if (o->timing == TimingMode::kGpu && !o->cuda()) return Bad("--timing gpu needs a CUDA device (the judge runs on cpu)");
   o->trials = f.trials;
   o->iters = f.iters;
   o->warmup = f.warmup;

@@ -34,6 +34,7 @@ void AddCommon(CLI::App* cmd, CommonFlags* f);
 struct JudgeFlags {
   std::string tolerance = "strict", baselines;
   std::string precision;  // empty: fp32 (or, on --resume, the stored run's)
+  std::string timing;     // empty: host (or, on --resume, the stored run's)
   int trials = 5, iters = -1, warmup = -1;
   bool no_time = false;
   double compile_timeout = 600, run_timeout = 300, call_timeout = 30;

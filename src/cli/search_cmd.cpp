@@ -195,6 +195,16 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
           Fail("the stored run's precision: " + s.message());
           return kExitBadInput;
         }
+        // So is the timing: its speedups were measured with it.
+        const std::string st = stored.value("timing", std::string("host"));
+        if (!jf.timing.empty() && ax::TimingModeName(jo.timing) != st) {
+          Fail("--timing " + jf.timing + " differs from the stored run's (" + st + ")");
+          return kExitBadInput;
+        }
+        if (ax::Status s = ax::ParseTimingMode(st, &jo.timing); !s.ok()) {
+          Fail("the stored run's timing: " + s.message());
+          return kExitBadInput;
+        }
         const std::string sw = stored.value("warm_start", std::string("none"));
         const int ss = stored.value("warm_start_steps", 0);
         if (!warm_start.empty() && warm_start != sw) {
@@ -226,6 +236,7 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
                            {"warm_start", warm_start}, {"warm_start_steps", warm_steps},
                            {"seed", seed},           {"device", ax::cli::JudgeWhere(c)}, {"tolerance", jo.tolerance},
                            {"precision", ax::PrecisionName(jo.precision)},
+                           {"timing", ax::TimingModeName(jo.timing)},
                            {"backend", sf.backend},  {"memory", sf.memory}, {"params", sf.params.ToJson()},
                            {"tasks", nlohmann::json::array()}};
   for (const auto& t : tasks) config["tasks"].push_back({{"name", t.name}, {"path", t.path}, {"hash", t.hash}});
@@ -471,6 +482,7 @@ int RunSearch(const std::vector<TaskRef>& tasks, CommonFlags& c, const JudgeFlag
                         {"llm", {{"calls", tot.calls}, {"input_tokens", tot.input_tokens},
                                  {"output_tokens", tot.output_tokens}, {"cost_usd", tot.cost_usd}}},
                         {"precision", ax::PrecisionName(jo.precision)},
+                        {"timing", ax::TimingModeName(jo.timing)},
                         {"out", out}};
   ax::WriteFile(out + "/summary.json", run.dump(2));
   if (run_out) *run_out = run;

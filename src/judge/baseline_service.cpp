@@ -25,6 +25,7 @@ Status BaselineService::Ensure(const TaskRef& task, const JudgeOptions& o, const
                {"warmup", o.warmup}, {"iters", o.iters}, {"sets", o.input_sets}, {"flush", o.flush_bytes},
                {"init_seed", o.init_seed}, {"judge", kJudgeRevision}};
   if (o.precision != Precision::kFp32) keyj["precision"] = PrecisionName(o.precision);
+  if (o.timing != TimingMode::kHost) keyj["timing"] = TimingModeName(o.timing);
   const std::string key = Sha256Hex(keyj.dump());
   auto cached = [&]() {
     if (!o.use_cache) return false;

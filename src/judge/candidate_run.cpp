@@ -174,6 +174,7 @@ class CandidateRun {
     v.task = {{"path", req.task.path}, {"name", req.task.name}, {"hash", req.task.hash}};
     v.protocol = o.ProtocolJson();
     v.precision = PrecisionName(o.precision);
+    v.timing_mode = TimingModeName(o.timing);
 
     // The task: valid, and what its outputs look like (trusted worker).
     TaskInfo info;

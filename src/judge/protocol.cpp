@@ -58,6 +58,19 @@ Status ParsePrecision(const std::string& name, Precision* out) {
   return Status::Ok();
 }
 
+const char* TimingModeName(TimingMode m) { return m == TimingMode::kGpu ? "gpu" : "host"; }
+
+Status ParseTimingMode(const std::string& name, TimingMode* out) {
+  if (name == "host") {
+    *out = TimingMode::kHost;
+  } else if (name == "gpu") {
+    *out = TimingMode::kGpu;
+  } else {
+    return Status::Error(StatusCode::kInvalidInput, "unknown timing '" + name + "' (host or gpu)");
+  }
+  return Status::Ok();
+}
+
 std::string WorkerTaskKey(const std::string& task_hash, Precision p) {
   return p == Precision::kFp32 ? task_hash : task_hash + ":" + PrecisionName(p);
 }
@@ -87,6 +100,8 @@ nlohmann::json JudgeOptions::ProtocolJson() const {
   if (o.seed) j["seed"] = *o.seed;
   // Only when not fp32, so that fp32 verdicts keep the cache keys they had.
   if (o.precision != Precision::kFp32) j["precision"] = PrecisionName(o.precision);
+  // Likewise only when not the default: host-timed verdicts keep their keys.
+  if (o.timing != TimingMode::kHost) j["timing"] = TimingModeName(o.timing);
   return j;
 }
 

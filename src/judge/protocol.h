@@ -27,6 +27,18 @@ Status ParsePrecision(const std::string& name, Precision* out);
 // appended when it is not fp32 (a worker may hold one task in several).
 std::string WorkerTaskKey(const std::string& task_hash, Precision p);
 
+// What a timed call's figure covers on a GPU. kHost: the call on an idle
+// device, from its first launch to its last kernel's end, so the host's
+// launch overhead counts (KernelBench's protocol). kGpu: the call queued
+// behind a GPU spin that outlasts its launches, so the figure is the GPU time
+// of its work in a busy stream (as in a CUDA graph or a pipelined network).
+enum class TimingMode { kHost, kGpu };
+
+// "host", "gpu".
+const char* TimingModeName(TimingMode m);
+// Accepts host|gpu; kInvalidInput otherwise.
+Status ParseTimingMode(const std::string& name, TimingMode* out);
+
 // Per-dtype absolute and relative tolerances.
 struct Tolerance {
   std::string name;
@@ -47,6 +59,7 @@ struct JudgeOptions {
   std::string device = "cpu";          // "cpu" or "cuda:N"
   std::string tolerance = "strict";
   Precision precision = Precision::kFp32;
+  TimingMode timing = TimingMode::kHost;
   int trials = 5;                      // correctness trials, fresh inputs each
   int recheck_trials = 10;             // extra trials when speedup > speedup_recheck
   double speedup_recheck = 10.0;

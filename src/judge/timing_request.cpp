@@ -16,12 +16,14 @@ unsigned long long FreshSeed() {
 json TimingRequestJson(const JudgeOptions& o, unsigned long long seed0, const std::string& op) {
   json sets = json::array();
   for (int i = 0; i < o.input_sets; ++i) sets.push_back(seed0 + 1000 + i);
-  return {{"op", op},
-          {"set_seeds", sets},
-          {"refresh_seed0", seed0 + 5000},
-          {"warmup", o.warmup},
-          {"iters", o.iters},
-          {"flush_bytes", o.flush_bytes}};
+  json req = {{"op", op},
+              {"set_seeds", sets},
+              {"refresh_seed0", seed0 + 5000},
+              {"warmup", o.warmup},
+              {"iters", o.iters},
+              {"flush_bytes", o.flush_bytes}};
+  if (o.timing != TimingMode::kHost) req["timing"] = TimingModeName(o.timing);
+  return req;
 }
 
 TimingReport ReportOfReply(const Reply& r) {
@@ -32,6 +34,7 @@ TimingReport ReportOfReply(const Reply& r) {
   fill("stream_ms", &rep.stream_ms);
   fill("device_ms", &rep.device_ms);
   fill("host_ms", &rep.host_ms);
+  fill("spin_ms", &rep.spin_ms);
   rep.request_ms = r.seconds * 1000.0;
   return rep;
 }

@@ -85,6 +85,10 @@ TimingDecision DecideTiming(const TimingReport& r, bool cuda, int warmup, int it
            r.stream_ms.size(), r.device_ms.size(), r.host_ms.size(), n);
     return d;
   }
+  if (!r.spin_ms.empty() && !Plausible(r.spin_ms, n)) {
+    Reject(&d, "the timing reply holds %zu spin figures (finite, >= 0) for %zu timed calls", r.spin_ms.size(), n);
+    return d;
+  }
   const Stats ss = ComputeStats(r.stream_ms), ds = ComputeStats(r.device_ms);
   const double gap = MedianGap(r);
   d.used = ss;
@@ -104,7 +108,11 @@ TimingDecision DecideTiming(const TimingReport& r, bool cuda, int warmup, int it
   // The worker's clock per call brackets the events (from before the start
   // event to after the last synchronise): events far below it were not
   // measured.
-  const double host_median = ComputeStats(r.host_ms).median;
+  // With GPU timing the worker's clock also covers the spin queued before
+  // the start event: it is taken off per call.
+  std::vector<double> host = r.host_ms;
+  for (size_t i = 0; i < r.spin_ms.size(); ++i) host[i] = std::max(0.0, host[i] - r.spin_ms[i]);
+  const double host_median = ComputeStats(host).median;
   // (Its own synchronisations add some 20-50 us per call.)
   if (cuda && (1.0 + bound.rel) * d.runtime_ms + kWorkerClockSlackMs < host_median) {
     Reject(&d,

@@ -15,9 +15,11 @@
 namespace ax {
 
 // One `time` reply: per timed call, the stream-event, device-wide-event and
-// worker-clock milliseconds; and the parent's clock for the whole request.
+// worker-clock milliseconds, with GPU timing (TimingMode::kGpu) the queued
+// spin's milliseconds (inside the worker's clock, before the start event);
+// and the parent's clock for the whole request.
 struct TimingReport {
-  std::vector<double> stream_ms, device_ms, host_ms;
+  std::vector<double> stream_ms, device_ms, host_ms, spin_ms;
   double request_ms = 0;
 };
 

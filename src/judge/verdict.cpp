@@ -34,6 +34,7 @@ nlohmann::json Verdict::ToJson() const {
   if (profile) j["profile"] = profile->ToJson();
   j["timing_source"] = timing_source;
   j["precision"] = precision;
+  j["timing_mode"] = timing_mode;
   j["baseline_ms"] = baseline_ms;
   j["speedup"] = speedup;
   j["device"] = device;
@@ -77,6 +78,7 @@ Verdict Verdict::FromJson(const nlohmann::json& j) {
   }
   v.timing_source = j.value("timing_source", "");
   v.precision = j.value("precision", "fp32");
+  v.timing_mode = j.value("timing_mode", "host");
   v.baseline_ms = j.value("baseline_ms", std::map<std::string, double>{});
   v.speedup = j.value("speedup", std::map<std::string, double>{});
   v.device = j.value("device", "");
@@ -100,6 +102,7 @@ std::string Verdict::ToText() const {
   char buf[256];
   o << "status: " << status << (correct ? " (correct)" : "") << "\n";
   if (precision != "fp32") o << "precision: " << precision << "\n";
+  if (timing_mode != "host") o << "timing: " << timing_mode << " (launches hidden behind a queued spin)\n";
   if (!flags.empty()) {
     o << "flags: ";
     for (size_t i = 0; i < flags.size(); ++i) o << (i ? ", " : "") << flags[i];

@@ -54,6 +54,7 @@ struct Verdict {
   std::string worker;                     // the remote judge worker that judged it (empty: the local pool)
   std::string timing_source;              // "cuda_events" or "cpu_clock"
   std::string precision = "fp32";         // what the task was judged in: fp32, fp16 or bf16
+  std::string timing_mode = "host";       // what a timed call covers: host (launches included) or gpu
   nlohmann::json task;                    // path, hash, degenerate, outputs
   nlohmann::json candidate;               // path, hash
   nlohmann::json env;                     // torch, triton, python versions

@@ -854,6 +854,7 @@ std::string HtmlReport(const Report& r, const std::string& html_path, const Comp
     o << " &middot; search " << HtmlEscape(cfg("search")) << ", " << HtmlEscape(cfg("steps")) << " steps &middot; proposer "
       << HtmlEscape(cfg("proposer")) << " &middot; tolerance " << HtmlEscape(cfg("tolerance"))
       << (c.contains("precision") && c["precision"] != "fp32" ? " &middot; precision " + HtmlEscape(cfg("precision")) : "")
+      << (c.contains("timing") && c["timing"] != "host" ? " &middot; timing " + HtmlEscape(cfg("timing")) : "")
       << " &middot; device "
       << HtmlEscape(device.empty() ? cfg("device") : device);
   o << " &middot; generated " << when << "</div>";

@@ -41,6 +41,7 @@ std::string ConfigLine(const RunData& run) {
     line += ", search " + get("search") + ", " + get("steps") + " steps, proposer " + get("proposer") +
             ", device " + get("device") + ", tolerance " + get("tolerance");
     if (c.contains("precision") && c["precision"] != "fp32") line += ", precision " + get("precision");
+    if (c.contains("timing") && c["timing"] != "host") line += ", timing " + get("timing");
   }
   return line;
 }

@@ -232,6 +232,20 @@ TEST(JudgeOptionsTest, ProtocolJsonIsStableAndSensitive) {
   EXPECT_TRUE(differs([](JudgeOptions& c) { c.precision = Precision::kFp16; }));
   // fp32 writes no precision: verdicts cached before the option keep their keys.
   EXPECT_FALSE(a.ProtocolJson().contains("precision"));
+  EXPECT_TRUE(differs([](JudgeOptions& c) { c.timing = TimingMode::kGpu; }));
+  EXPECT_FALSE(a.ProtocolJson().contains("timing"));  // likewise host timing
+}
+
+TEST(Protocol, TimingMode) {
+  TimingMode m = TimingMode::kHost;
+  ASSERT_TRUE(ParseTimingMode("gpu", &m).ok());
+  EXPECT_EQ(m, TimingMode::kGpu);
+  ASSERT_TRUE(ParseTimingMode("host", &m).ok());
+  EXPECT_EQ(m, TimingMode::kHost);
+  Status s = ParseTimingMode("wall", &m);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("wall"), std::string::npos);
+  EXPECT_STREQ(TimingModeName(TimingMode::kGpu), "gpu");
 }
 
 TEST(Protocol, Precision) {

@@ -146,6 +146,27 @@ TEST(TimingRules, ShortKernelsKeepTheirEventsUnderTheWorkersSynchronisations) {
   EXPECT_FALSE(Gpu(r).rejected);
 }
 
+TEST(TimingRules, GpuTimingTakesTheQueuedSpinOffTheWorkersClock) {
+  // Each call queued behind a 1 ms spin: the worker's clock covers the spin,
+  // the events only the call.
+  TimingReport r = Honest(0.005);
+  for (auto& x : r.host_ms) x = 1.06;
+  EXPECT_TRUE(Gpu(r).rejected);  // the spin not reported: the events look forged
+  r.spin_ms.assign(kIters, 1.0);
+  TimingDecision d = Gpu(r);
+  EXPECT_FALSE(d.rejected) << d.error;
+  EXPECT_DOUBLE_EQ(d.runtime_ms, 0.005);
+  // Events replaced under GPU timing are still found.
+  for (auto& x : r.host_ms) x = 4.0;
+  EXPECT_TRUE(Gpu(r).rejected);
+  // One spin figure per timed call, finite and not negative.
+  r = Honest(0.005);
+  r.spin_ms.assign(kIters - 1, 1.0);
+  EXPECT_NE(Gpu(r).error.find("spin"), std::string::npos);
+  r.spin_ms.assign(kIters, -1.0);
+  EXPECT_TRUE(Gpu(r).rejected);
+}
+
 TEST(TimingRules, CandidateMuchFasterThanEagerIsNotFlagged) {
   TimingDecision d = Gpu(Honest(0.1));
   EXPECT_TRUE(d.flags.empty());

@@ -61,6 +61,23 @@ TEST(JobCodec, PrecisionTravelsAndOldJobsMeanFp32) {
   EXPECT_NE(s.message().find("precision"), std::string::npos);
 }
 
+TEST(JobCodec, TimingTravelsAndOldJobsMeanHost) {
+  Job in = SampleJob();
+  in.req.options.timing = TimingMode::kGpu;
+  Job out;
+  ASSERT_TRUE(DecodeJob(EncodeJob(in), kMaxJobBytes, &out).ok());
+  EXPECT_EQ(out.req.options.timing, TimingMode::kGpu);
+  EXPECT_EQ(out.req.options.ProtocolJson(), in.req.options.ProtocolJson());
+  json j = json::parse(EncodeJob(SampleJob()));
+  j["options"].erase("timing");
+  ASSERT_TRUE(DecodeJob(j.dump(), kMaxJobBytes, &out).ok());
+  EXPECT_EQ(out.req.options.timing, TimingMode::kHost);
+  j["options"]["timing"] = "wall";
+  Status s = DecodeJob(j.dump(), kMaxJobBytes, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("timing"), std::string::npos);
+}
+
 TEST(JobCodec, MalformedJobsAreInvalidInputNotCrashes) {
   Job out;
   const std::string good = EncodeJob(SampleJob());
