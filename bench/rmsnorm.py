@@ -18,7 +18,7 @@ weight of [hidden] and eps 1e-6, in fp32 and bf16.
 2. Unless --no-search, per dtype: `BIN bench TASKS_DIR --proposer builtin --steps N --precision DTYPE
    --device D --out OUT/DTYPE --jobs J` (plus --resume when OUT/DTYPE holds a run.sqlite). The best
    kernel of a task is OUT/DTYPE/TASK/best.py (a standalone ModelNew file the search writes), else
-   the source of the best node of the run store (tasks.summary's best_node -> nodes.node's source).
+   the source of the best node of the run store (tasks.summary's best_node -> that node of trees.tree).
    A failed search is reported and the timing goes on with what was stored. --search-only stops
    after the searches (exit 1 when one failed), for timing in a later call with --no-search.
 3. Times, in this process on --device, per shape and dtype: eager F.rms_norm; torch.compile of the
@@ -298,23 +298,18 @@ def why_no_kernel(summary, tree):
     return "no correct kernel: " + "; ".join(parts)
 
 
-def _store_node_source(db_path, task, node_id):
-    db = sqlite3.connect("file:%s?mode=ro" % db_path, uri=True)
-    try:
-        row = db.execute("SELECT node FROM nodes WHERE task = ? AND id = ?", (task, int(node_id))).fetchone()
-    finally:
-        db.close()
-    if not row:
-        return None
-    try:
-        return json.loads(row[0]).get("source") or None
-    except ValueError:
-        return None
+def _tree_node_source(tree, node_id):
+    """The source of node node_id in a stored search tree (the trees table holds every node's
+    source; the store's nodes table is not written by the search)."""
+    for n in (tree or {}).get("nodes", []):
+        if n.get("id") == int(node_id):
+            return n.get("source") or None
+    return None
 
 
 def find_best_kernels(run_dir, tasks):
     """{task: {"file": path or None, "why": text, "judge": {...}}} for the builtin's run in run_dir:
-    TASK/best.py, else the best node's source from the store (written to TASK/best_from_store.py)."""
+    TASK/best.py, else the best node's source from the store's search tree (written to TASK/best_from_store.py)."""
     run_dir = Path(run_dir)
     summaries = {}
     sj = run_dir / "summary.json"
@@ -340,7 +335,7 @@ def find_best_kernels(run_dir, tasks):
         if best.is_file():
             entry["file"] = str(best)
         elif db_path is not None and s.get("best_node") is not None and s.get("best_node", -1) >= 0:
-            src = _store_node_source(db_path, task, s["best_node"])
+            src = _tree_node_source(trees.get(task), s["best_node"])
             if src:
                 p = run_dir / task / "best_from_store.py"
                 p.parent.mkdir(parents=True, exist_ok=True)

@@ -202,7 +202,8 @@ def test_task_files_are_kernelbench_tasks(rb, tmp_path):
 
 
 def _fake_run(run_dir, tasks):
-    """A run folder as `adaexplore bench` leaves it: summary.json, run.sqlite (tasks, trees, nodes)."""
+    """A run folder as `adaexplore bench` leaves it: summary.json, run.sqlite (tasks, trees; each node's
+    source in its tree, as the search stores it)."""
     run_dir.mkdir(parents=True)
     db = sqlite3.connect(run_dir / "run.sqlite")
     db.executescript(
@@ -219,12 +220,10 @@ def _fake_run(run_dir, tasks):
         summaries.append(s)
         db.execute("INSERT INTO tasks VALUES (?, ?, ?, 0)", (name, s["status"], json.dumps(s)))
         nodes = [{"id": 0, "kind": "root", "outcome": {}},
-                 {"id": 1, "kind": "large", "reward": 0.0,
+                 {"id": 1, "kind": "large", "reward": 0.0, "source": source or "",
                   "outcome": {"correct": best_node >= 0, "status": "no_candidate" if note else "ok",
                               "error": note}}]
         db.execute("INSERT INTO trees VALUES (?, ?, 0)", (name, json.dumps({"nodes": nodes})))
-        if source:
-            db.execute("INSERT INTO nodes VALUES (?, ?, ?, 0)", (name, best_node, json.dumps({"source": source})))
     db.commit()
     db.close()
     (run_dir / "summary.json").write_text(json.dumps({"tasks": summaries, "precision": "bf16"}))
