@@ -374,6 +374,14 @@ class Timer:
                 start.record()
                 out = fn(*sets[idx])
                 end1.record()
+                if spin:
+                    # The GPU is still spinning (about a millisecond): a blocking wait that
+                    # long may yield the CPU, and on a loaded host the thread then wakes tens
+                    # of microseconds late, which would count in the device-wide figure and
+                    # the worker's clock. Polling the stream's end keeps the wake-up prompt;
+                    # the device-wide synchronise below still waits for any other stream.
+                    while not end1.query():
+                        pass
                 self._sync()
                 end2.record()
                 end2.synchronize()
