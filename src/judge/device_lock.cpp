@@ -27,35 +27,71 @@ DeviceLock::DeviceLock(const std::string& lock_file) {
   if (fd_ < 0) {
     std::fprintf(stderr, "judge: cannot open the device lock %s; other processes on this device are not excluded\n",
                  lock_file.c_str());
+    return;
   }
+  // Without the turnstile the lock still excludes; it only loses the
+  // writers' preference across processes.
+  turn_fd_ = open((lock_file + ".turn").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 }
 
 DeviceLock::~DeviceLock() {
   if (fd_ >= 0) close(fd_);
+  if (turn_fd_ >= 0) close(turn_fd_);
 }
 
+// Exclusive: first in this process (after the shared holders in flight,
+// ahead of any that come later), then across processes: the turnstile is
+// held while waiting for the file lock, so that other processes' new shared
+// holders queue behind this one.
 void DeviceLock::lock() {
-  mu_.lock();
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    ++writers_waiting_;
+    cv_.wait(l, [&] { return !writer_ && readers_ == 0; });
+    --writers_waiting_;
+    writer_ = true;
+  }
+  std::lock_guard<std::mutex> t(turn_mu_);
+  Flock(turn_fd_, LOCK_EX);
   Flock(fd_, LOCK_EX);
+  Flock(turn_fd_, LOCK_UN);
 }
 
 void DeviceLock::unlock() {
   Flock(fd_, LOCK_UN);
-  mu_.unlock();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    writer_ = false;
+  }
+  cv_.notify_all();
 }
 
+// Shared: a pass through the turnstile first (it waits while another
+// process's writer waits), outside mu_, since this process's holders must be
+// able to release while that writer waits for them. The first holder in the
+// process takes the file lock shared for all of them.
 void DeviceLock::lock_shared() {
-  mu_.lock_shared();
-  std::lock_guard<std::mutex> g(count_mu_);
-  if (shared_count_++ == 0) Flock(fd_, LOCK_SH);
+  {
+    std::lock_guard<std::mutex> t(turn_mu_);
+    Flock(turn_fd_, LOCK_EX);
+    Flock(turn_fd_, LOCK_UN);
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return !writer_ && writers_waiting_ == 0; });
+  // Under mu_: no holder here can be waiting to release (there is none yet),
+  // and a writer of another process releases without this process.
+  if (readers_ == 0) Flock(fd_, LOCK_SH);
+  ++readers_;
 }
 
 void DeviceLock::unlock_shared() {
+  bool last = false;
   {
-    std::lock_guard<std::mutex> g(count_mu_);
-    if (--shared_count_ == 0) Flock(fd_, LOCK_UN);
+    std::lock_guard<std::mutex> l(mu_);
+    last = --readers_ == 0;
+    if (last) Flock(fd_, LOCK_UN);
   }
-  mu_.unlock_shared();
+  if (last) cv_.notify_all();
 }
 
 std::string DeviceLockFile(const std::string& device) {

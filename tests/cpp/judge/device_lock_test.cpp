@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ax {
 
@@ -41,6 +43,26 @@ pid_t HoldInChild(const std::string& file, bool exclusive, double hold_s) {
   EXPECT_EQ(read(p[0], &c, 1), 1);
   close(p[0]);
   return pid;
+}
+
+// Readers that keep the lock shared without a gap: each holds it 30 ms,
+// lets go for 1 ms and takes it again, the threads staggered, until *stop or
+// `max_s` pass. Returns the threads.
+std::vector<std::thread> OverlappingReaders(DeviceLock* l, std::atomic<bool>* stop, int n, double max_s) {
+  std::vector<std::thread> ts;
+  const double end = Now() + max_s;
+  for (int k = 0; k < n; ++k) {
+    ts.emplace_back([=] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(8 * k));
+      while (!stop->load() && Now() < end) {
+        l->lock_shared();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        l->unlock_shared();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  return ts;
 }
 }  // namespace
 
@@ -109,6 +131,56 @@ TEST(DeviceLock, InProcessSharedHoldersCoexistAndExcludeExclusive) {
   l.unlock_shared();
   t.join();
   EXPECT_TRUE(got);
+}
+
+// A timing run waits for the trials in flight, not for every trial that
+// starts while it waits (a reader-preferring lock would hold it off until the
+// readers stop, here after 10 s).
+TEST(DeviceLock, AWaitingExclusiveHolderStopsNewSharedHoldersHere) {
+  DeviceLock l(TempLockFile());
+  std::atomic<bool> stop{false};
+  auto readers = OverlappingReaders(&l, &stop, 4, 10.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double t0 = Now();
+  l.lock();
+  const double waited = Now() - t0;
+  l.unlock();
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_LT(waited, 2.0);
+}
+
+TEST(DeviceLock, AWaitingExclusiveHolderStopsNewSharedHoldersInAnotherProcess) {
+  const std::string file = TempLockFile();
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    DeviceLock there(file);
+    std::atomic<bool> stop{false};
+    auto readers = OverlappingReaders(&there, &stop, 4, 10.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    char c = 'x';
+    if (write(p[1], &c, 1) != 1) _exit(2);
+    for (auto& t : readers) t.join();
+    _exit(0);
+  }
+  close(p[1]);
+  char c;
+  ASSERT_EQ(read(p[0], &c, 1), 1);
+  close(p[0]);
+  DeviceLock here(file);
+  const double t0 = Now();
+  here.lock();
+  const double waited = Now() - t0;
+  here.unlock();
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_LT(waited, 2.0);
+  unlink(file.c_str());
+  unlink((file + ".turn").c_str());
 }
 
 TEST(DeviceLock, LockFilesNameThePhysicalDevice) {
