@@ -340,7 +340,7 @@ class ReferenceRole:
             inputs = common.make_inputs(task.module, req.get("seed", 0), task.device)
             graph = tracing.trace(model, inputs)
         except Exception as exc:
-            return {"ok": False, "error": "cannot trace: " + _one_line(exc)}
+            return {"ok": False, "untraceable": True, "error": "cannot trace: " + _one_line(exc)}
         return {"ok": True, "graph": graph}
 
     def op_unload(self, req):

@@ -185,7 +185,8 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
 
 bool BuiltinProposer::TryPlan(const Plan& plan, Proposal* p, std::string* error) {
   std::string src;
-  Status s = Generate(GraphFor(plan), task_source_, plan, &src);
+  Plan resolved;
+  Status s = Generate(GraphFor(plan), task_source_, plan, &src, nullptr, &resolved);
   if (!s.ok()) {
     *error = s.message();
     return false;
@@ -194,6 +195,7 @@ bool BuiltinProposer::TryPlan(const Plan& plan, Proposal* p, std::string* error)
   if (seen_.count(h)) return false;
   seen_.insert(h);
   p->source = std::move(src);
+  p->plan = resolved.ToJson();
   return true;
 }
 
@@ -212,7 +214,7 @@ Proposal BuiltinProposer::Large(const std::string& why) {
   return p;
 }
 
-Proposal BuiltinProposer::Small(const Plan& parent, const std::string& parent_verdict) {
+Proposal BuiltinProposer::Small(const Plan& parent) {
   Proposal p;
   std::string error;
   const Graph& graph = GraphFor(parent);  // the parent's plan reads its knobs off this graph
@@ -395,12 +397,14 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
   }
   try {
     if (ctx.large) return Large("");
+    if (!ctx.parent_correct) return Large("the parent failed; ");
+    // The parent's plan as the search kept it; a tree stored before plans
+    // were kept with nodes has it only in the source's marker comment.
     Plan parent;
-    Status s = ParsePlanMarker(ctx.prompt.parent.source, &parent);
+    Status s = ctx.parent_plan.is_null() ? ParsePlanMarker(ctx.prompt.parent.source, &parent)
+                                         : Plan::FromJson(ctx.parent_plan, &parent);
     if (!s.ok()) return Large("the parent has no plan (" + s.message() + "); ");
-    const std::string& v = ctx.prompt.parent.verdict;
-    if (!v.empty() && v.rfind("correct", 0) != 0) return Large("the parent failed; ");
-    return Small(parent, v);
+    return Small(parent);
   } catch (const std::exception& e) {
     // A compiler bug ends this task's search with its reason, not the run.
     Proposal p;
@@ -415,7 +419,7 @@ Status MakeBuiltinProposer(Judge* judge, const TaskRef& task, const JudgeOptions
   nlohmann::json j;
   Status s = judge->Trace(task, opts, &j);
   if (!s.ok()) {
-    if (s.message().rfind("cannot trace", 0) == 0) {
+    if (s.code() == StatusCode::kUnsupported) {
       *out = BuiltinProposer::Declining(s.message());
       return Status::Ok();
     }

@@ -3,8 +3,9 @@
 //
 // A large step proposes the next structurally different plan: all fusible
 // operators fused maximally, then each fusion boundary inside a kernel, then
-// one kernel per operator. A small step reads the parent's plan back from its
-// marker comment and changes one schedule knob of one kernel (BLOCK, warps).
+// one kernel per operator. A small step takes the parent's plan as the search
+// kept it with the parent's node (Proposal::plan) and changes one schedule
+// knob of one kernel (BLOCK, warps); a failed parent gets a large step.
 // The same source is never proposed twice. A task that cannot be traced is
 // declined: the first proposal says why and stops the run.
 #pragma once
@@ -41,7 +42,7 @@ class BuiltinProposer : public ax::search::Proposer {
  private:
   BuiltinProposer() = default;
   ax::search::Proposal Large(const std::string& why);
-  ax::search::Proposal Small(const Plan& parent, const std::string& parent_verdict);
+  ax::search::Proposal Small(const Plan& parent);
   // Generates plan; true (and fills p) when it is new.
   bool TryPlan(const Plan& plan, ax::search::Proposal* p, std::string* error);
 

@@ -1070,7 +1070,7 @@ std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& pl
 }
 
 Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
-                int* kernels) {
+                int* kernels, Plan* resolved) {
   std::vector<Group> groups = FormGroups(g, plan.Fusion());
   std::vector<std::pair<int, RedOp>> reds = FormReductions(g, plan);
   std::vector<std::pair<int, GemmOp>> gemms = FormGemms(g, plan);
@@ -1452,6 +1452,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   for (const auto& p : params) out << ", " << p;
   out << "):\n" << body.str();
   *source = out.str();
+  if (resolved) *resolved = written;
   return Status::Ok();
 }
 

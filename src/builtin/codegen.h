@@ -103,9 +103,11 @@ int CountReducePrologues(const Graph& g, const Plan& plan);
 int CountSiblingReductions(const Graph& g, const Plan& plan);
 
 // The source of ModelNew for graph under plan; *kernels says how many Triton
-// kernels it launches (an error when there would be none: nothing to fuse).
+// kernels it launches (an error when there would be none: nothing to fuse);
+// *resolved is the plan with every kernel's schedule filled in, as the
+// source's marker comment records it.
 Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
-                int* kernels = nullptr);
+                int* kernels = nullptr, Plan* resolved = nullptr);
 
 // Reads the plan back from a generated source's marker comment.
 Status ParsePlanMarker(const std::string& source, Plan* out);

@@ -18,11 +18,12 @@ enum class StatusCode {
   kNotFound,         // a service does not know what was asked for (an LLM model: HTTP 404)
   kResourceExhausted,// a service's account is out of quota
   kCancelled,        // stopped by the caller's own limit: a budget spent, an interrupt
+  kUnsupported,      // a valid input this component cannot handle (a model that cannot be traced)
 };
 
 // The code's name, as summaries write it: "ok", "error", "invalid_input",
 // "unavailable", "unauthenticated", "deadline_exceeded", "not_found",
-// "resource_exhausted", "cancelled".
+// "resource_exhausted", "cancelled", "unsupported".
 inline const char* StatusCodeName(StatusCode c) {
   switch (c) {
     case StatusCode::kOk: return "ok";
@@ -34,6 +35,7 @@ inline const char* StatusCodeName(StatusCode c) {
     case StatusCode::kNotFound: return "not_found";
     case StatusCode::kResourceExhausted: return "resource_exhausted";
     case StatusCode::kCancelled: return "cancelled";
+    case StatusCode::kUnsupported: return "unsupported";
   }
   return "error";
 }

@@ -53,9 +53,11 @@ class Judge {
   virtual Status CheckTask(const TaskRef& task, const JudgeOptions& opts, TaskInfo* info) = 0;
   // Traces the task's forward (torch.fx, shapes and dtypes from the task's
   // inputs) into a JSON graph for the builtin compiler (docs/worker-protocol.md,
-  // op `trace`). A model that cannot be traced is an error "cannot trace: ...".
+  // op `trace`). A model that cannot be traced is an error with the code
+  // kUnsupported and the message "cannot trace: ..."; other codes are the
+  // judge's own failures (the worker did not start, the task did not load).
   virtual Status Trace(const TaskRef& task, const JudgeOptions& opts, nlohmann::json* graph) {
-    return Status::Error("cannot trace: this judge does not trace tasks");
+    return Status::Error(StatusCode::kUnsupported, "cannot trace: this judge does not trace tasks");
   }
   EvalResult Evaluate(EvalRequest req) { return Submit(std::move(req)).get(); }
   // How many devices judge in parallel behind this judge (a bench runs

@@ -146,7 +146,11 @@ class JudgePool : public Judge {
       d.ref.Reset();
       return Status::Error(why);
     }
-    if (!r.body.value("ok", false)) return Status::Error(r.body.value("error", "cannot trace: unknown reason"));
+    if (!r.body.value("ok", false)) {
+      // The model ran but cannot be traced: a property of the task, not a failure of the judge.
+      const StatusCode code = r.body.value("untraceable", false) ? StatusCode::kUnsupported : StatusCode::kError;
+      return Status::Error(code, r.body.value("error", "cannot trace: unknown reason"));
+    }
     *graph = r.body.value("graph", json::object());
     return Status::Ok();
   }

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "llm/client.h"
 #include "search/prompts.h"
 #include "search/run_store.h"
@@ -18,11 +20,18 @@ struct StepContext {
   std::string task;       // task name
   bool large = true;      // large step (new kernel) or small step (edit of prompt.parent)
   PromptInputs prompt;    // what the prompts show: task, pool, path, parent, rules
+  // Small step: the parent as data (the prompt shows it as text).
+  nlohmann::json parent_plan;   // the plan its proposer recorded with it (null: none)
+  bool parent_correct = false;  // its verdict was correct
 };
 
 struct Proposal {
   std::string source;           // the candidate; empty when the step produced none
   std::string note;             // guidance used, edit report, or why there is no candidate
+  // How the proposer made the candidate, in its own terms (the builtin
+  // compiler's plan); kept with the node and handed back to a small step
+  // from it as StepContext::parent_plan. Null for LLM candidates.
+  nlohmann::json plan;
   bool infra_failure = false;   // the LLM failed (network, quota): not the kernel's fault
   // Not ok: this task's search cannot go on. The code says why:
   // kUnauthenticated, kNotFound, kResourceExhausted: the provider rejected

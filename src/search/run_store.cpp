@@ -15,8 +15,6 @@ const char* kSchema =
     "  request_hash TEXT NOT NULL, record TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (task, seq));"
     "CREATE TABLE IF NOT EXISTS verdicts (task TEXT NOT NULL, cand_hash TEXT NOT NULL, verdict TEXT NOT NULL,"
     "  created REAL NOT NULL, PRIMARY KEY (task, cand_hash));"
-    "CREATE TABLE IF NOT EXISTS nodes (task TEXT NOT NULL, id INTEGER NOT NULL, node TEXT NOT NULL,"
-    "  created REAL NOT NULL, PRIMARY KEY (task, id));"
     "CREATE TABLE IF NOT EXISTS trees (task TEXT PRIMARY KEY, tree TEXT NOT NULL, updated REAL NOT NULL);"
     "CREATE TABLE IF NOT EXISTS tasks (task TEXT PRIMARY KEY, status TEXT NOT NULL, summary TEXT NOT NULL,"
     "  updated REAL NOT NULL);";
@@ -119,11 +117,6 @@ std::optional<std::string> RunStore::GetVerdict(const std::string& task, const s
   auto r = Row("SELECT verdict FROM verdicts WHERE task = ? AND cand_hash = ?", {task, cand_hash}, 1);
   if (!r) return std::nullopt;
   return (*r)[0];
-}
-
-Status RunStore::PutNode(const std::string& task, int id, const nlohmann::json& node) {
-  return Exec("INSERT OR REPLACE INTO nodes (task, id, node, created) VALUES (?, ?, ?, ?)",
-              {task, std::to_string(id), node.dump(), Now()});
 }
 
 Status RunStore::PutTree(const std::string& task, const nlohmann::json& tree) {

@@ -40,7 +40,6 @@ class RunStore {
   Status PutVerdict(const std::string& task, const std::string& cand_hash, const std::string& verdict_json);
   std::optional<std::string> GetVerdict(const std::string& task, const std::string& cand_hash);
 
-  Status PutNode(const std::string& task, int id, const nlohmann::json& node);
   Status PutTree(const std::string& task, const nlohmann::json& tree);
   std::optional<nlohmann::json> GetTree(const std::string& task);
   Status PutTask(const std::string& task, const std::string& status, const nlohmann::json& summary);

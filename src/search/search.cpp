@@ -140,6 +140,8 @@ StepContext TaskSearch::Context(int id, bool large) {
     }
   } else {
     p.parent = Show(id);
+    ctx.parent_plan = tree_.node(id).plan;
+    ctx.parent_correct = tree_.node(id).outcome.correct;
     for (int k : tree_.RecentPath(id)) {
       if (k != root_) p.path.push_back(Show(k));
     }
@@ -301,6 +303,7 @@ Status TaskSearch::Run(const std::string& out_dir, TaskResult* result) {
       }
     }
     int child = tree_.AddChild(node, large ? StepKind::kLarge : StepKind::kSmall, p.source, hash, p.note);
+    if (!p.plan.is_null()) tree_.SetPlan(child, p.plan);
     if (warm) tree_.SetWarmStart(child);
     tree_.SetOutcome(child, o);
     tree_.Backpropagate(child, Reward(o, cfg_.params.reward));

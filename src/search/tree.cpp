@@ -282,6 +282,8 @@ int Tree::AddChild(int parent, StepKind kind, std::string source, std::string ha
 
 void Tree::SetNote(int id, std::string note) { at(id).note = std::move(note); }
 
+void Tree::SetPlan(int id, json plan) { at(id).plan = std::move(plan); }
+
 void Tree::SetWarmStart(int id) {
   Node& n = at(id);
   if (n.parent != 0 || n.kind != StepKind::kLarge)
@@ -500,6 +502,7 @@ json Tree::ToJson() const {
                      {"reward", n.reward}});
     // Written only when set, so trees without a warm start read as before.
     if (n.warm_start) nodes.back()["warm_start"] = true;
+    if (!n.plan.is_null()) nodes.back()["plan"] = n.plan;
   }
   return {{"format", "adaexplore.search_tree"}, {"version", 1}, {"params", params_.ToJson()}, {"nodes", nodes}};
 }
@@ -543,6 +546,7 @@ Status Tree::TryFromJson(const json& j, Tree* out) {
         t.SetWarmStart(id);
       }
       Node& n = t.nodes_[id];
+      if (auto it = jn.find("plan"); it != jn.end()) n.plan = *it;
       n.judged = GetBool(jn, "judged", false);
       if (auto it = jn.find("outcome"); it != jn.end()) n.outcome = Outcome::FromJson(*it);
       n.visits = GetInt(jn, "visits", 0);

@@ -134,6 +134,7 @@ struct Node {
   double reward = 0;            // this node's own reward, as last backpropagated
   int small_children = 0;       // children with kind kSmall (pending ones too)
   std::string note;             // free-form: guidance, a failed edit's error, ...
+  nlohmann::json plan;          // the proposer's plan of the candidate (null: none)
   // Made by the warm-start proposer (the builtin compiler) before the search
   // proper: always a large-step child of the root. Such nodes are ordinary
   // candidates otherwise (they join pools, and small steps may refine them).
@@ -159,6 +160,7 @@ class Tree {
   int AddChild(int parent, StepKind kind, std::string source, std::string hash,
                std::string note = {});
   void SetNote(int id, std::string note);
+  void SetPlan(int id, nlohmann::json plan);
   // Marks a warm-start node; it must be a large-step child of the root
   // (anything else throws std::logic_error).
   void SetWarmStart(int id);

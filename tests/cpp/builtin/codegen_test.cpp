@@ -396,6 +396,8 @@ TEST(Proposer, GemmPlansComeFirstAndSmallStepsTuneTheGemm) {
   ctx.large = false;
   ctx.prompt.parent.source = first.source;
   ctx.prompt.parent.verdict = "correct, 1.5x faster than eager";
+  ctx.parent_correct = true;
+  ctx.parent_plan = first.plan;
   std::set<std::string> sources{first.source};
   Plan a;
   ASSERT_TRUE(ParsePlanMarker(first.source, &a).ok());
@@ -411,6 +413,43 @@ TEST(Proposer, GemmPlansComeFirstAndSmallStepsTuneTheGemm) {
     EXPECT_EQ(changed, 1) << p.note;
     EXPECT_TRUE(b.GemmFor(0).Valid() && b.GemmFor(1).Valid()) << p.note;
   }
+}
+
+// The plan travels as data: a proposal carries it, and a small step takes
+// the parent's from the context, not from the source's marker comment.
+TEST(Proposer, SmallStepsTakeTheParentsPlanAsData) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  BuiltinProposer prop(g, "class Model: pass\n");
+  search::StepContext ctx;
+  ctx.large = true;
+  auto first = prop.Propose(ctx);
+  ASSERT_FALSE(first.source.empty());
+  Plan marked;
+  ASSERT_TRUE(ParsePlanMarker(first.source, &marked).ok());
+  EXPECT_EQ(first.plan, marked.ToJson());
+  ctx.large = false;
+  ctx.prompt.parent.source = "# a kernel without a plan marker\n";
+  ctx.parent_plan = first.plan;
+  ctx.parent_correct = true;
+  auto small = prop.Propose(ctx);
+  ASSERT_FALSE(small.source.empty()) << small.note;
+  EXPECT_EQ(small.note.find("has no plan"), std::string::npos) << small.note;
+  Plan a, b;
+  ASSERT_TRUE(Plan::FromJson(first.plan, &a).ok());
+  ASSERT_TRUE(Plan::FromJson(small.plan, &b).ok());
+  int changed = 0;
+  for (size_t k = 0; k < a.sched.size(); ++k) {
+    changed += a.sched[k].block != b.sched[k].block;
+    changed += a.sched[k].warps != b.sched[k].warps;
+  }
+  for (size_t k = 0; k < a.gsched.size(); ++k) changed += !(a.gsched[k] == b.gsched[k]);
+  EXPECT_EQ(changed, 1) << small.note;
+  // A failed parent, whatever its verdict's words: the next plan instead.
+  ctx.parent_correct = false;
+  ctx.prompt.parent.verdict = "correct-looking text";
+  auto after_failure = prop.Propose(ctx);
+  EXPECT_NE(after_failure.note.find("the parent failed"), std::string::npos) << after_failure.note;
 }
 
 TEST(Proposer, LargeStepsAreDistinctThenRunOut) {
@@ -445,6 +484,7 @@ TEST(Proposer, SmallStepsChangeOneKnobAndNeverRepeat) {
   ctx.large = false;
   ctx.prompt.parent.source = first.source;
   ctx.prompt.parent.verdict = "correct, 1.2x faster than eager";
+  ctx.parent_correct = true;
   std::set<std::string> sources{first.source};
   for (int i = 0; i < 30; ++i) {
     auto p = prop.Propose(ctx);

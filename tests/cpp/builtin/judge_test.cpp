@@ -156,6 +156,7 @@ class BuiltinJudge : public ::testing::Test {
     ctx.large = false;
     ctx.prompt.parent.source = first;
     ctx.prompt.parent.verdict = "correct, 1.00x";
+    ctx.parent_correct = true;
     search::Proposal small = prop->Propose(ctx);
     ASSERT_FALSE(small.source.empty()) << small.note;
     Verdict v = Run(t, small.source);
@@ -234,6 +235,10 @@ TEST_F(BuiltinJudge, UntraceableTaskIsDeclined) {
       "    def forward(self, x):\n        if x.sum() > 0:\n            return x * 2\n        return x\n\n"
       "def get_inputs():\n    return [torch.ones(4)]\n\ndef get_init_inputs():\n    return []\n";
   t.hash = Sha256Hex(t.source);
+  // The judge says so with a code, not only in words.
+  nlohmann::json graph;
+  const Status traced = judge_->Trace(t, Opts(), &graph);
+  EXPECT_EQ(traced.code(), StatusCode::kUnsupported) << traced.message();
   std::unique_ptr<search::Proposer> prop;
   ASSERT_TRUE(MakeBuiltinProposer(judge_, t, Opts(), &prop).ok());
   search::StepContext ctx;
@@ -456,6 +461,7 @@ TEST_F(BuiltinJudge, SplitRowKernelsMergeTheirChunks) {
   ctx.large = false;
   ctx.prompt.parent.source = src;
   ctx.prompt.parent.verdict = "correct, 1.00x";
+  ctx.parent_correct = true;
   std::map<std::string, int> knobs;
   for (int i = 0; i < 400; ++i) {
     search::Proposal p = prop->Propose(ctx);
@@ -509,6 +515,7 @@ TEST_F(BuiltinJudge, SplitRowNormsReReadTheirChunks) {
   ctx.large = false;
   ctx.prompt.parent.source = src;
   ctx.prompt.parent.verdict = "correct, 1.00x";
+  ctx.parent_correct = true;
   int toggles = 0;
   for (int i = 0; i < 400; ++i) {
     search::Proposal p = prop->Propose(ctx);
@@ -560,6 +567,7 @@ TEST_F(BuiltinJudge, SplitRowNormsHoldTheirChunksARound) {
   ctx.large = false;
   ctx.prompt.parent.source = src;
   ctx.prompt.parent.verdict = "correct, 1.00x";
+  ctx.parent_correct = true;
   int off = 0, reread = 0;
   for (int i = 0; i < 400; ++i) {
     search::Proposal p = prop->Propose(ctx);
@@ -640,6 +648,7 @@ TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   ctx.large = false;
   ctx.prompt.parent.source = src;
   ctx.prompt.parent.verdict = "correct, 1.00x";
+  ctx.parent_correct = true;
   int offs = 0, moved = 0;
   for (int i = 0; i < 400; ++i) {
     search::Proposal p = prop->Propose(ctx);

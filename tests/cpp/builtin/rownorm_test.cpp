@@ -318,6 +318,7 @@ TEST(RowNormPlans, LargeStepsPickStrategiesSmallStepsTuneThem) {
   ctx.large = false;
   ctx.prompt.parent.source = src;
   ctx.prompt.parent.verdict = "correct, 1.1x faster than eager";
+  ctx.parent_correct = true;
   search::Proposal p = prop.Propose(ctx);
   ASSERT_FALSE(p.source.empty()) << p.note;
   EXPECT_NE(p.note.find("row norm 0: whole row in registers, 4 warps -> whole row in registers,"), std::string::npos)

@@ -139,15 +139,6 @@ TEST_F(RunStoreTest, TreesRoundTrip) {
   EXPECT_FALSE(s->GetTree("t2").has_value());
 }
 
-TEST_F(RunStoreTest, NodesCanBeWritten) {
-  auto s = Open();
-  Tree t = SampleTree();
-  for (const Node& n : t.nodes()) {
-    EXPECT_TRUE(s->PutNode("t1", n.id, t.ToJson()["nodes"][n.id]).ok());
-  }
-  EXPECT_TRUE(s->PutNode("t1", 1, json{{"rewritten", true}}).ok());
-}
-
 TEST_F(RunStoreTest, TasksRoundTripAndListSorted) {
   auto s = Open();
   EXPECT_FALSE(s->GetTask("b").has_value());

@@ -310,7 +310,9 @@ Proposal Varied(const StepContext& ctx, int call) {
   static const char* kMarkers[] = {"# fake: speedup=1.3", "# fake: compile_error", "# fake: speedup=2.1",
                                    "# fake: mismatch",     "# fake: speedup=0.7",   "# fake: speedup=1.9",
                                    "# fake: runtime_error"};
-  return Source(Kernel("v" + std::to_string(call) + (ctx.large ? "L" : "S"), kMarkers[call % 7]));
+  Proposal p = Source(Kernel("v" + std::to_string(call) + (ctx.large ? "L" : "S"), kMarkers[call % 7]));
+  p.plan = {{"call", call}};  // what a proposer would need back to edit it
+  return p;
 }
 
 TEST_F(SearchTest, MctsGrowsATreeOfLargeAndSmallSteps) {
@@ -337,6 +339,7 @@ TEST_F(SearchTest, MctsGrowsATreeOfLargeAndSmallSteps) {
     EXPECT_DOUBLE_EQ(ctx.prompt.fp32_tol, 1e-4);
     EXPECT_EQ(ctx.prompt.rules, cfg.rules);
     EXPECT_EQ(n.kind == StepKind::kLarge, ctx.large) << "node " << i;
+    EXPECT_EQ(n.plan, json({{"call", i - 1}})) << "the proposal's plan is kept with its node";
     const Node& parent = r.tree.node(n.parent);
     EXPECT_TRUE(parent.Expandable()) << "node " << i << " grew from an unexpandable node";
     if (n.parent == 0) {
@@ -345,6 +348,9 @@ TEST_F(SearchTest, MctsGrowsATreeOfLargeAndSmallSteps) {
     if (!ctx.large) {
       ++small;
       EXPECT_EQ(ctx.prompt.parent.source, parent.source) << "node " << i;
+      // ... and handed back, as data, to a small step from it.
+      EXPECT_EQ(ctx.parent_plan, parent.plan) << "node " << i;
+      EXPECT_EQ(ctx.parent_correct, parent.outcome.correct) << "node " << i;
       ASSERT_FALSE(ctx.prompt.path.empty());
       EXPECT_EQ(ctx.prompt.path.back().source, parent.source);
       EXPECT_LE(ctx.prompt.path.size(), 5u);

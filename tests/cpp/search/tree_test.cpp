@@ -657,6 +657,7 @@ TEST_F(PoolTree, JsonRoundTrip) {
   ASSERT_EQ(t.params(), p);
   // Details worth keeping: notes, errors, flags, a pending node, odd text.
   t.SetNote(B1, "tuner edit #2 failed: `old` not found\n\"quoted\" ünïcödé");
+  t.SetPlan(C1, json{{"cuts", {1, 3}}, {"v", 1}});
   int pending = t.AddChild(C1, StepKind::kSmall, std::string("pending\0src", 11), "h:pending", "guidance");
   Outcome o = Failed("rejected", "kernel never launched");
   o.flags = {"no_kernel_launch", "pytorch_only"};
@@ -668,6 +669,8 @@ TEST_F(PoolTree, JsonRoundTrip) {
   EXPECT_EQ(back, t);
   EXPECT_EQ(back.ToJson(), saved);
   EXPECT_EQ(back.node(rej).outcome.flags, o.flags);
+  EXPECT_EQ(back.node(C1).plan, json({{"cuts", {1, 3}}, {"v", 1}}));
+  EXPECT_TRUE(back.node(B1).plan.is_null());
   EXPECT_FALSE(back.node(pending).judged);
   EXPECT_EQ(back.FindByHash("h:C1"), C1);  // the hash index is rebuilt
   EXPECT_EQ(back.DiversePool(B1), t.DiversePool(B1));
