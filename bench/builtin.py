@@ -18,6 +18,12 @@ Then one line per task: correct or why not (the proposer's decline, like "cannot
 best re-timed runtime, speedup vs eager and torch.compile, the degenerate flag and, for
 memory-bound tasks, the achieved bandwidth as a fraction of the device's measured copy bandwidth
 (and `gpu F`: the same on the kernels' own GPU busy time, where the best verdict has one).
+For GEMMs, convolutions and Level-2/3 tasks, the best verdict's roofline instead: `mm F (T
+TFLOP/s)`, the achieved FLOP/s as a fraction of the device's measured fp32-accurate matrix-product
+peak (plain fp32 or 3xTF32, whichever is faster), and `gen P%`, the share of the GPU busy time in
+generated kernels (`_ax_*`). A correct kernel slower than torch.compile (eager without it) says
+why: most of its time in library kernels it does not generate (the largest named), else compute-
+or memory-bound at its fraction of the peak.
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
 its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
 short?)". All rows go to OUT/bench_builtin.jsonl, the aggregates to OUT/bench_builtin_summary.json.
@@ -391,7 +397,9 @@ def task_row(name, path, summary, store_entry):
         bv = summary.get("best_verdict") or {}
         row["gpu_span_ms"] = bv.get("gpu_span_ms") if correct else None
         row["gpu_busy_ms"] = bv.get("gpu_busy_ms") if correct else None
+        row["roofline"] = roofline_of(bv) if correct else None
         row["reason"] = "" if correct else why_not(summary, store_entry.get("tree"))
+        row["loses_because"] = loses_because(row)
     for v in verdicts:  # baselines from any timed verdict when the summary lacks them
         b = v.get("baseline_ms") or {}
         for k in ("eager", "compile"):
@@ -402,6 +410,51 @@ def task_row(name, path, summary, store_entry):
     outs = [v["task"]["outputs"] for v in verdicts if isinstance(v.get("task"), dict) and v["task"].get("outputs")]
     row["_verdict_outputs"] = outs[0] if outs else None
     return row
+
+
+GENERATED_PREFIX = "_ax_"  # the builtin compiler's kernels; anything else is a library's (cuDNN, cuBLAS, ATen)
+ROOFLINE_CATEGORIES = ("conv", "matmul", "network/attention")
+
+
+def roofline_of(best_verdict):
+    """The best kernel's roofline from its verdict's GPU profile (None without one): the bound, the
+    achieved TFLOP/s and GB/s as fractions of the device's measured peaks (copy bandwidth; the
+    fastest fp32-accurate matrix-product rate, plain fp32 or 3xTF32), the share of the GPU busy time
+    in generated kernels, and the largest library kernel with its share."""
+    prof = (best_verdict or {}).get("profile") or {}
+    roof = prof.get("roofline") or {}
+    kernels = [k for k in prof.get("kernels") or [] if isinstance(k, dict)]
+    if not roof and not kernels:
+        return None
+    busy = prof.get("busy_ms") or sum(k.get("ms", 0) for k in kernels)
+    generated = sum(k.get("ms", 0) for k in kernels if str(k.get("name", "")).startswith(GENERATED_PREFIX))
+    library = [k for k in kernels if not str(k.get("name", "")).startswith(GENERATED_PREFIX)]
+    top = max(library, key=lambda k: k.get("ms", 0)) if library else None
+    return {"bound": roof.get("bound"), "tflops": roof.get("tflops"), "gbps": roof.get("gbps"),
+            "flops_fraction": roof.get("flops_fraction"), "bandwidth_fraction": roof.get("bandwidth_fraction"),
+            "peak_tflops": roof.get("peak_tflops"), "peak_gbps": roof.get("peak_gbps"),
+            "generated_share": generated / busy if busy else None,
+            "top_library_kernel": top.get("name") if top else None,
+            "top_library_share": top.get("ms", 0) / busy if top and busy else None}
+
+
+def loses_because(row):
+    """Why a correct kernel is slower than torch.compile (or eager, without a compile baseline), from
+    its roofline; "" when it is not slower or there is no profile."""
+    ref = row.get("speedup_compile") if row.get("speedup_compile") is not None else row.get("speedup_eager")
+    roof = row.get("roofline")
+    if not row.get("correct") or ref is None or ref >= 1.0 or not roof:
+        return ""
+    gen = roof.get("generated_share")
+    if gen is not None and gen < 0.5 and roof.get("top_library_kernel"):
+        return "%.0f%% of its GPU time is in library kernels it does not generate (largest: %s, %.0f%%)" % (
+            100 * (1 - gen), roof["top_library_kernel"][:60], 100 * (roof.get("top_library_share") or 0))
+    if roof.get("bound") == "compute" and roof.get("flops_fraction") is not None:
+        return "compute-bound at %.2f of the fp32-accurate matmul peak (%.0f TFLOP/s)" % (
+            roof["flops_fraction"], roof.get("peak_tflops") or 0)
+    if roof.get("bandwidth_fraction") is not None:
+        return "memory-bound at %.2f of copy bandwidth" % roof["bandwidth_fraction"]
+    return ""
 
 
 def add_bandwidth(row, copy_bps):
@@ -470,6 +523,14 @@ def aggregate(rows, compile_baseline=True):
         "by_category": {c: {"tasks": sum(1 for r in mb if r["category"] == c),
                             "correct": sum(1 for r in mb_ok if r["category"] == c)} for c in MEMORY_BOUND},
     }
+    # GEMMs and convolutions: how close to the math's peak, and which lose and why.
+    mm = [r for r in keep if r.get("correct") and (r.get("roofline") or {}).get("flops_fraction") is not None
+          and (r["category"] in ROOFLINE_CATEGORIES or r["level"] in ("level2", "level3"))]
+    ff = sorted(r["roofline"]["flops_fraction"] for r in mm)
+    agg["matmul_roofline"] = {
+        "with_profile": len(ff), "median_flops_fraction": statistics.median(ff) if ff else None,
+        "slower": [{"task": r["task"], "why": r["loses_because"]} for r in keep if r.get("loses_because")],
+    }
     return agg
 
 
@@ -491,13 +552,22 @@ def format_row(r):
         bw = "%.3g GB/s" % r["achieved_gbs"]
     ms = "%.4f" % r["runtime_ms"] if r.get("runtime_ms") is not None else "-"
     note = r.get("reason", "")
+    roof = r.get("roofline")
+    if roof and (r.get("category") in ROOFLINE_CATEGORIES or r.get("level") in ("level2", "level3")):
+        # GEMMs and convolutions: the achieved FLOP/s against the peak of the math used.
+        if roof.get("flops_fraction") is not None and roof.get("tflops"):
+            bw = "mm %.2f (%.1f TFLOP/s)" % (roof["flops_fraction"], roof["tflops"])
+        if roof.get("generated_share") is not None:
+            note = ("gen %.0f%%; " % (100 * roof["generated_share"])) + note
+    if r.get("loses_because"):
+        note = (note + "; " if note else "") + "slower: " + r["loses_because"]
     return "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
         r["task"][:44], r.get("level", "")[:7], r["category"], ok, ms, _x(r.get("speedup_eager")),
         _x(r.get("speedup_compile")), deg, bw, note)
 
 
 HEADER = "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
-    "task", "level", "category", "ok", "best_ms", "vs_eager", "vs_comp", "degen", "bandwidth/copy", "why not")
+    "task", "level", "category", "ok", "best_ms", "vs_eager", "vs_comp", "degen", "bw/copy | mm/peak", "notes")
 
 
 def print_aggregates(agg, meta):
@@ -531,6 +601,12 @@ def print_aggregates(agg, meta):
                     m["gpu_at_least_0_80"], m["with_gpu_fraction"]))
         else:
             print("  bandwidth fractions: n/a (%s)" % ("no correct kernel" if meta.get("cuda") else "CPU run"))
+    mm = agg.get("matmul_roofline") or {}
+    if mm.get("with_profile"):
+        print("GEMMs and convolutions with a profile: %d, median %.2f of the fp32-accurate matmul peak" % (
+            mm["with_profile"], mm["median_flops_fraction"]))
+    for s in mm.get("slower", []):
+        print("  slower than the baseline: %s: %s" % (s["task"], s["why"]))
     sys.stdout.flush()
 
 

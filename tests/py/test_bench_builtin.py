@@ -400,3 +400,40 @@ def test_why_not_names_the_re_timing_failures(bb):
     why = bb.why_not(summary, tree)
     assert "none passed the final re-timing (node 1: mismatch: output 0 differs)" in why
     assert bb.why_not({"status": "none"}, tree).endswith("none passed the final re-timing")
+
+
+def _profiled(kernels, bound="compute", flops_fraction=0.3, tflops=15.0):
+    busy = sum(ms for _, ms in kernels)
+    return {"busy_ms": busy,
+            "kernels": [{"name": n, "ms": ms, "share": ms / busy, "launches": 1} for n, ms in kernels],
+            "roofline": {"bound": bound, "flops_fraction": flops_fraction, "tflops": tflops, "peak_tflops": 50.0,
+                         "bandwidth_fraction": 0.2, "gbps": 800.0, "peak_gbps": 4000.0}}
+
+
+def test_roofline_and_why_a_convolution_loses(bb, tmp_path):
+    """GEMM/conv rows carry the best verdict's roofline; one slower than torch.compile says why."""
+    def summary(name, kernels, compile_speedup, **roof):
+        return {"task": name, "status": "found", "best_node": 1, "runtime_ms": 1.0,
+                "speedup": {"eager": 1.2, "compile": compile_speedup},
+                "best_verdict": {"gpu_busy_ms": 1.0, "profile": _profiled(kernels, **roof)}}
+    lib = bb.task_row("63_Conv2d_ReLU", tmp_path / "level2" / "63_Conv2d_ReLU.py",
+                      summary("63_Conv2d_ReLU", [("sm90_xmma_fprop_implicit_gemm", 0.7), ("_ax_k0_kernel", 0.3)], 0.8),
+                      None)
+    assert lib["roofline"]["generated_share"] == pytest.approx(0.3)
+    assert lib["roofline"]["top_library_kernel"] == "sm90_xmma_fprop_implicit_gemm"
+    assert "70% of its GPU time is in library kernels" in lib["loses_because"]
+    assert "sm90_xmma_fprop_implicit_gemm" in lib["loses_because"]
+    line = bb.format_row(lib)
+    assert "mm 0.30 (15.0 TFLOP/s)" in line and "gen 30%" in line and "slower: " in line
+    gen = bb.task_row("12_Gemm_Add", tmp_path / "level2" / "12_Gemm_Add.py",
+                      summary("12_Gemm_Add", [("_ax_gemm0_kernel", 1.0)], 0.9, flops_fraction=0.42), None)
+    assert gen["loses_because"] == "compute-bound at 0.42 of the fp32-accurate matmul peak (50 TFLOP/s)"
+    fast = bb.task_row("13_Gemm_Relu", tmp_path / "level2" / "13_Gemm_Relu.py",
+                       summary("13_Gemm_Relu", [("_ax_gemm0_kernel", 1.0)], 1.4, flops_fraction=0.6), None)
+    assert fast["loses_because"] == ""
+    for r in (lib, gen, fast):
+        r["degenerate"] = False
+    agg = bb.aggregate([lib, gen, fast])
+    assert agg["matmul_roofline"]["with_profile"] == 3
+    assert agg["matmul_roofline"]["median_flops_fraction"] == pytest.approx(0.42)
+    assert [s["task"] for s in agg["matmul_roofline"]["slower"]] == ["63_Conv2d_ReLU", "12_Gemm_Add"]
