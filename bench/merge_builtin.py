@@ -3,7 +3,7 @@
 
     python3 bench/merge_builtin.py NEWEST.jsonl ... OLDEST.jsonl [--out merged.jsonl] [--tasks A.jsonl]
 
-For runs cut short by a time budget and continued, or re-runs of some tasks after a change: each
+For runs cut short (a timeout, an interrupt) and continued, or re-runs of some tasks after a change: each
 task takes its row from the first file (in the order given, so newest first) where it has a
 correct kernel; a task correct in none takes its first finished row (status other than
 "missing"), else its first row. The task list is the union of the files' tasks, or the tasks of
