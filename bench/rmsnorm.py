@@ -16,7 +16,9 @@ weight of [hidden] and eps 1e-6, in fp32 and bf16.
    in the task: the judge casts model and inputs with --precision. Other rmsnorm_t*_h*.py files in
    the folder are removed, so that the folder holds exactly the grid.
 2. Unless --no-search, per dtype: `BIN bench TASKS_DIR --proposer builtin --steps N --precision DTYPE
-   --device D --out OUT/DTYPE --jobs J` (plus --resume when OUT/DTYPE holds a run.sqlite). The best
+   --device D --out OUT/DTYPE --jobs J --timing T` (T: this script's --timing, so that the judge
+   ranks 3-50 us kernels on their GPU time rather than on a host figure several times larger;
+   plus --resume when OUT/DTYPE holds a run.sqlite). The best
    kernel of a task is OUT/DTYPE/TASK/best.py (a standalone ModelNew file the search writes), else
    the source of the best node of the run store (tasks.summary's best_node -> that node of trees.tree).
    A failed search is reported and the timing goes on with what was stored. --search-only stops
@@ -238,9 +240,9 @@ def short_error(e):
 
 # ---------------------------------------------------------------- the builtin's run
 
-def search_command(binary, tasks_dir, dtype, out, steps, jobs, device, extra=""):
+def search_command(binary, tasks_dir, dtype, out, steps, jobs, device, extra="", timing="gpu"):
     cmd = [str(binary), "bench", str(tasks_dir), "--proposer", "builtin", "--steps", str(steps),
-           "--precision", dtype, "--device", device, "--out", str(out), "--jobs", str(jobs)]
+           "--precision", dtype, "--device", device, "--out", str(out), "--jobs", str(jobs), "--timing", timing]
     if (Path(out) / "run.sqlite").exists():
         cmd.append("--resume")
     return cmd + shlex.split(extra)
@@ -820,7 +822,7 @@ def main(argv=None):
     if "builtin" in impls and not args.no_search:
         for dtype in dtypes:
             cmd = search_command(args.bin, args.tasks_dir, dtype, Path(args.out) / dtype, args.steps, args.jobs,
-                                 args.device, args.extra)
+                                 args.device, args.extra, args.timing)
             rcs[dtype] = run_search(cmd)
     if args.search_only:
         return 0 if all(rc == 0 for rc in rcs.values()) else 1

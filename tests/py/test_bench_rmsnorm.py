@@ -255,7 +255,9 @@ def test_search_command(rb, tmp_path):
                             "--seed 3")
     assert cmd == ["build/adaexplore", "bench", "runs/rmsnorm-tasks", "--proposer", "builtin", "--steps", "6",
                    "--precision", "bf16", "--device", "cuda:0", "--out", str(tmp_path / "bf16"), "--jobs", "4",
-                   "--seed", "3"]
+                   "--timing", "gpu", "--seed", "3"]
+    host = rb.search_command("b", "t", "bf16", tmp_path / "x", 6, 4, "cuda:0", timing="host")
+    assert host[host.index("--timing") + 1] == "host"
     (tmp_path / "bf16").mkdir()
     (tmp_path / "bf16" / "run.sqlite").write_bytes(b"")
     assert "--resume" in rb.search_command("b", "t", "bf16", tmp_path / "bf16", 6, 4, "cuda:0")
