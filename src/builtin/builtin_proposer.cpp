@@ -1,5 +1,6 @@
 #include "builtin/builtin_proposer.h"
 
+#include "builtin/conv.h"
 #include "common/util.h"
 
 namespace ax::builtin {
@@ -16,6 +17,7 @@ std::string Describe(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
   if (p.algebra) s += ", safe algebra (sums over a Linear's features from its summed weight, reductions over size-1 dimensions as elementwise work, chains of scalar arithmetic folded)";
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
+  if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
@@ -79,7 +81,20 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     narrow.gsched.assign(FormGemms(graph_, with_gemm).size(), GemmSchedule{128, 64, 32, 8, 4, 4});
     plans.push_back(narrow);
   }
+  // Convolutions generated (implicit GEMMs with their epilogues) instead of
+  // cuDNN's: before the default where their GEMM sides fill tensor-core
+  // tiles, after it where they do not (depthwise, few channels).
+  Plan with_conv = with_gemm;
+  with_conv.conv = true;
+  bool convs = false, shaped = false;
+  for (const auto& [i, op] : FormGemms(graph_, with_conv)) {
+    if (!op.IsConv()) continue;
+    convs = true;
+    shaped = shaped || ConvIsGemmShaped(op);
+  }
+  if (convs && shaped) plans.push_back(with_conv);
   plans.push_back(Plan());
+  if (convs && !shaped) plans.push_back(with_conv);
   // Row norms: each further strategy that applies, as a large step (the
   // default plan above took the first).
   const auto rnorms = FormRowNorms(graph_, Plan());
@@ -237,7 +252,7 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
   std::vector<std::pair<int, GemmOp>> gemms = FormGemms(graph, parent);
   for (int dist = 1; dist <= 2; ++dist) {
     for (size_t k = 0; k < gemms.size(); ++k) {
-      const GemmSchedule cur = parent.GemmFor(k);
+      const GemmSchedule cur = GemmScheduleFor(parent, k, gemms[k].second);
       std::vector<std::pair<std::string, GemmSchedule>> cands;
       const int f = 1 << dist;
       auto add = [&](const char* knob, int GemmSchedule::*field, int down, int up) {
@@ -257,10 +272,11 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
         if (!c.Valid() || c.warps < 4) continue;
         Plan q = parent;
         q.gsched.resize(gemms.size());
-        for (size_t j = 0; j < gemms.size(); ++j) q.gsched[j] = parent.GemmFor(j);
+        for (size_t j = 0; j < gemms.size(); ++j) q.gsched[j] = GemmScheduleFor(parent, j, gemms[j].second);
         q.gsched[k] = c;
         if (TryPlan(q, &p, &error)) {
-          p.note = "builtin: GEMM " + std::to_string(k) + " " + knob + " changed (BM " + std::to_string(c.bm) +
+          p.note = std::string("builtin: ") + (gemms[k].second.IsConv() ? "convolution " : "GEMM ") +
+                   std::to_string(k) + " " + knob + " changed (BM " + std::to_string(c.bm) +
                    ", BN " + std::to_string(c.bn) + ", BK " + std::to_string(c.bk) + ", warps " +
                    std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ", GROUP_M " +
                    std::to_string(c.group_m) + ")";

@@ -1,6 +1,7 @@
 #include "builtin/codegen.h"
 
 #include "builtin/ewgen.h"
+#include "builtin/conv.h"
 #include "builtin/gemm.h"
 
 #include <algorithm>
@@ -34,6 +35,7 @@ json Plan::ToJson() const {
     json gs = json::array();
     for (const auto& k : gsched) gs.push_back({k.bm, k.bn, k.bk, k.group_m, k.warps, k.stages});
     j["gemm"] = gs;
+    if (conv) j["conv"] = true;
   }
   if (!nsched.empty()) {
     json r = json::array();
@@ -82,6 +84,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
         if (!gs.Valid()) return Status::Error("plan has a bad GEMM schedule");
         p.gsched.push_back(gs);
       }
+      p.conv = j.value("conv", false);
     }
     for (const auto& k : j.value("rownorm", json::array())) {
       RowNormSchedule r;
@@ -871,7 +874,7 @@ int CountLinearReductions(const Graph& g) {
 namespace {
 
 // The launcher's second argument: the Linear module or the other matrix.
-std::string GemmSecond(const GemmOp& op) { return op.linear ? AttrExpr(op.module) : Var(op.other); }
+std::string GemmSecond(const GemmOp& op) { return op.module.empty() ? Var(op.other) : AttrExpr(op.module); }
 
 // For each GEMM, the group it runs as its epilogue: a group of C's shape
 // that reads C, holding every reader of C, applying no norm itself.
@@ -924,9 +927,16 @@ std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan) 
   if (!plan.gemm) return out;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     GemmOp op;
-    if (ClassifyGemm(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
+    if (ClassifyGemm(g, g.nodes[i], &op) || (plan.conv && ClassifyConv(g, g.nodes[i], &op))) {
+      out.push_back({static_cast<int>(i), op});
+    }
   }
   return out;
+}
+
+GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op) {
+  if (k < plan.gsched.size()) return plan.gsched[k];
+  return op.IsConv() ? DefaultConvSchedule(op) : GemmSchedule();
 }
 
 namespace {
@@ -1128,7 +1138,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   written.gsched.resize(gemms.size());
   std::map<int, size_t> gemm_of;  // node -> GEMM index
   for (size_t k = 0; k < gemms.size(); ++k) {
-    written.gsched[k] = plan.GemmFor(k);
+    written.gsched[k] = GemmScheduleFor(plan, k, gemms[k].second);
     gemm_of[gemms[k].first] = k;
   }
 

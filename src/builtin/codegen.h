@@ -52,7 +52,10 @@ struct Plan {
   // nn.Linear layers become Triton GEMMs (gemm.h), each with the elementwise
   // kernel that alone reads it fused in as its epilogue.
   bool gemm = false;
-  std::vector<GemmSchedule> gsched;  // per GEMM, in order
+  // Convolution modules become implicit-GEMM Triton kernels (conv.h), with
+  // their epilogues, as GEMMs do; set only with gemm (both share gsched).
+  bool conv = false;
+  std::vector<GemmSchedule> gsched;  // per GEMM or convolution, in order
   // Safe algebraic rewrites (see CountLinearReductions).
   bool algebra = false;
   GemmSchedule GemmFor(size_t k) const { return k < gsched.size() ? gsched[k] : GemmSchedule(); }
@@ -72,8 +75,12 @@ inline constexpr const char* kPlanMarker = "# adaexplore-plan: ";
 // The reductions and normalisations generated under plan: (node index, operator).
 std::vector<std::pair<int, RedOp>> FormReductions(const Graph& g, const Plan& plan);
 
-// The matrix products generated under plan (none unless plan.gemm): (node index, operator).
+// The matrix products generated under plan (none unless plan.gemm), and the
+// convolutions (with plan.conv), in graph order: (node index, operator).
 std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan);
+
+// The tile configuration plan gives GEMM or convolution k (op): its own, or the default.
+GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op);
 
 // The row norms generated under plan: (node index, operator).
 std::vector<std::pair<int, RowNormOp>> FormRowNorms(const Graph& g, const Plan& plan);

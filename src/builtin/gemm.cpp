@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "builtin/conv.h"
 #include "builtin/ewgen.h"
 #include "builtin/reduce.h"
 
@@ -66,8 +67,36 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
+Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, const std::string& indent,
+                            std::string* lines) {
+  if (!epi) {
+    *lines += indent + "tl.store(out0 + offs, acc, mask=mask)\n";
+    return Status::Ok();
+  }
+  std::map<std::string, std::string> names;
+  for (size_t i = 0; i < epi->inputs.size(); ++i) {
+    const std::string si = std::to_string(i);
+    if (i == self) {
+      names[epi->inputs[i]] = "acc";
+      continue;
+    }
+    const Node& in = *g.Find(epi->inputs[i]);
+    names[epi->inputs[i]] = in.is_number ? "in" + si : "x" + si;
+    if (!in.is_number) *lines += InputLoad(in, *epi, i, "x" + si, "mask", indent);
+  }
+  std::string ops;
+  Status st = RenderGroupOps(g, *epi, indent, &names, &ops);
+  if (!st.ok()) return st;
+  *lines += ops;
+  for (size_t i = 0; i < epi->outputs.size(); ++i) {
+    *lines += indent + "tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)\n";
+  }
+  return Status::Ok();
+}
+
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& s,
                 const Group* epi, std::string* src) {
+  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src);
   if (!s.Valid()) return Status::Error("a GEMM schedule out of range");
   size_t self = 0;  // the epilogue's input that is C
   if (epi) {
@@ -135,27 +164,11 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   kr << "    mask = (rm[:, None] < M) & (rn[None, :] < N)\n";
   if (wide) kr << "    offs = rm.to(tl.int64)[:, None] * N + rn[None, :]\n";
   else kr << "    offs = rm[:, None] * N + rn[None, :]\n";
-  if (epi) {
-    std::map<std::string, std::string> names;
-    for (size_t i = 0; i < epi->inputs.size(); ++i) {
-      const std::string si = std::to_string(i);
-      if (i == self) {
-        names[epi->inputs[i]] = "acc";
-        continue;
-      }
-      const Node& in = *g.Find(epi->inputs[i]);
-      names[epi->inputs[i]] = in.is_number ? "in" + si : "x" + si;
-      if (!in.is_number) kr << InputLoad(in, *epi, i, "x" + si, "mask", "    ");
-    }
-    std::string ops;
-    Status st = RenderGroupOps(g, *epi, "    ", &names, &ops);
+  {
+    std::string lines;
+    Status st = EmitAccumulatorStore(g, epi, self, "    ", &lines);
     if (!st.ok()) return st;
-    kr << ops;
-    for (size_t i = 0; i < epi->outputs.size(); ++i) {
-      kr << "    tl.store(out" << i << " + offs, " << names.at(epi->outputs[i]) << ", mask=mask)\n";
-    }
-  } else {
-    kr << "    tl.store(out0 + offs, acc, mask=mask)\n";
+    kr << lines;
   }
 
   std::ostringstream ln;

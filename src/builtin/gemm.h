@@ -25,14 +25,24 @@
 
 namespace ax::builtin {
 
+// A convolution's geometry (conv.h); dims == 0 for a matrix product.
+struct ConvGeometry {
+  int dims = 0;             // spatial dimensions: 1, 2 or 3
+  bool transposed = false;  // ConvTranspose: weight [Cin, Cout/groups, k...]
+  int64_t batch = 0, cin = 0, cout = 0, groups = 1;
+  std::vector<int64_t> in, out, kernel, stride, padding, dilation;  // per spatial dimension
+};
+
 struct GemmOp {
   std::string input;   // the node x
   bool linear = true;  // nn.Linear (module) or a matrix product of two tensors (other)
-  std::string module;  // the Linear's path (its weight and bias)
+  std::string module;  // the Linear's (or convolution's) path (its weight and bias)
+  ConvGeometry conv;   // a convolution (conv.h): M, N and K are per group
   std::string other;   // matmul: the node y
   int64_t M = 0, K = 0, N = 0;
   bool has_bias = false;
   std::vector<int64_t> in_shape, out_shape;
+  bool IsConv() const { return conv.dims > 0; }
 };
 
 struct GemmSchedule {
@@ -46,6 +56,14 @@ struct GemmSchedule {
 // True when node n is an nn.Linear on a float32 tensor, or a matrix product
 // of a float32 tensor and a 2-d one, that the compiler generates.
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
+
+// The kernel lines after the accumulation (`indent` deep), where `acc` holds
+// the [BM, BN] tile, `offs` its flat output index and `mask` its valid
+// elements: without an epilogue the store of acc to out0; with one, its
+// other inputs loaded (named in<i>), its operators and the stores of its
+// outputs (out<i>). `self` is the epilogue's input that is acc.
+Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, const std::string& indent,
+                            std::string* lines);
 
 // The Triton kernel and the launcher `_ax_gemm<k>(x, mod or y[, the epilogue's
 // other inputs in order])` for op (appended to *src). Without an epilogue the

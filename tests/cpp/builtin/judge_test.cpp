@@ -683,7 +683,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
                           "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
-                          "tests/corpus/builtin/channel_chunks.py"}) {
+                          "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1160,6 +1160,41 @@ TEST_F(BuiltinJudge, LazyModulesPass) {
   AllPlansPass("tests/corpus/builtin/lazy_modules.py", 1);
 }
 TEST_F(BuiltinJudge, TensorConstantsPass) { AllPlansPass("tests/corpus/builtin/tensor_constants.py", 1); }
+TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
+  TaskRef t = Task("tests/corpus/builtin/convs.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  EXPECT_TRUE(FormGemms(g, plan).empty()) << "convolutions only under plan.conv";
+  plan.conv = true;
+  const auto convs = FormGemms(g, plan);
+  ASSERT_EQ(convs.size(), 7u);
+  for (const auto& [i, op] : convs) EXPECT_TRUE(op.IsConv()) << g.nodes[i].name;
+  std::string src;
+  Plan resolved;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, nullptr, &resolved).ok());
+  ASSERT_EQ(resolved.gsched.size(), 7u);
+  EXPECT_TRUE(resolved.conv);
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  for (const char* m : {"self.c1(", "self.c2(", "self.c3(", "self.dw(", "self.t1(", "self.t2(", "self.t3("}) {
+    EXPECT_EQ(forward.find(m), std::string::npos) << m << " is still a PyTorch call\n" << src;
+  }
+  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 7u);
+  EXPECT_NE(src.find("epilogue: relu, mul"), std::string::npos) << src;
+  Plan back;
+  ASSERT_TRUE(Plan::FromJson(resolved.ToJson(), &back).ok());
+  EXPECT_TRUE(back.conv && back.gemm);
+  EXPECT_EQ(back.gsched, resolved.gsched);
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // A different tile for every convolution: edges of M, N and K fall elsewhere.
+  plan.gsched.assign(7, GemmSchedule{32, 16, 8, 1, 4, 2});
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/convs.py", 1);
+}
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
 }

@@ -1,0 +1,329 @@
+#include "builtin/conv.h"
+
+#include <algorithm>
+
+#include "builtin/ewgen.h"
+#include "builtin/reduce.h"
+
+namespace ax::builtin {
+
+using json = nlohmann::json;
+
+namespace {
+
+// A module attribute that is an int or a list of ints, as `dims` values.
+bool PerDim(const json& attrs, const char* key, int dims, std::vector<int64_t>* out) {
+  if (!attrs.contains(key)) return false;
+  const json& v = attrs[key];
+  out->clear();
+  if (v.is_number_integer()) {
+    out->assign(static_cast<size_t>(dims), v.get<int64_t>());
+    return true;
+  }
+  if (!v.is_array() || v.size() != static_cast<size_t>(dims)) return false;
+  for (const auto& e : v) {
+    if (!e.is_number_integer()) return false;
+    out->push_back(e.get<int64_t>());
+  }
+  return true;
+}
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+int NextPow2(int64_t v) {
+  int p = 1;
+  while (p < v && p < (1 << 20)) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
+  if (n.op != "call_module" || !n.is_tensor || n.dtype != "torch.float32") return false;
+  const std::string cls = n.ModuleClass();
+  const bool transposed = cls.rfind("ConvTranspose", 0) == 0;
+  if (!(cls.rfind("Conv", 0) == 0 && cls.size() >= 6 && cls.substr(cls.size() - 1) == "d")) return false;
+  const std::string mid = cls.substr(transposed ? 13 : 4, cls.size() - (transposed ? 13 : 4) - 1);
+  if (mid != "1" && mid != "2" && mid != "3") return false;
+  const int dims = mid[0] - '0';
+  if (n.args.size() != 1 || !n.kwargs.empty() || !n.args[0].is_object() || !n.args[0].contains("node")) return false;
+  const Node* x = g.Find(n.args[0]["node"].get<std::string>());
+  if (!x || !x->is_tensor || x->dtype != "torch.float32" || x->shape.size() != static_cast<size_t>(dims) + 2) {
+    return false;
+  }
+  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  const json& params = n.module.contains("params") ? n.module["params"] : json::object();
+  if (attrs.value("padding_mode", std::string("zeros")) != "zeros" || !params.contains("weight")) return false;
+  ConvGeometry c;
+  c.dims = dims;
+  c.transposed = transposed;
+  c.batch = x->shape[0];
+  c.cin = AttrOr<int64_t>(attrs, "in_channels", -1);
+  c.cout = AttrOr<int64_t>(attrs, "out_channels", -1);
+  c.groups = AttrOr<int64_t>(attrs, "groups", 1);
+  if (c.cin != x->shape[1] || c.cout <= 0 || c.groups <= 0 || c.cin % c.groups || c.cout % c.groups) return false;
+  if (!PerDim(attrs, "kernel_size", dims, &c.kernel) || !PerDim(attrs, "stride", dims, &c.stride) ||
+      !PerDim(attrs, "dilation", dims, &c.dilation)) {
+    return false;
+  }
+  c.in.assign(x->shape.begin() + 2, x->shape.end());
+  if (attrs.contains("padding") && attrs["padding"].is_string()) {
+    const std::string mode = attrs["padding"].get<std::string>();
+    c.padding.assign(static_cast<size_t>(dims), 0);
+    if (mode == "same") {  // symmetric only: an odd total pads one side more
+      for (int d = 0; d < dims; ++d) {
+        const int64_t total = c.dilation[d] * (c.kernel[d] - 1);
+        if (total % 2) return false;
+        c.padding[d] = total / 2;
+      }
+    } else if (mode != "valid") {
+      return false;
+    }
+  } else if (!PerDim(attrs, "padding", dims, &c.padding)) {
+    return false;
+  }
+  std::vector<int64_t> outpad(static_cast<size_t>(dims), 0);
+  if (transposed && !PerDim(attrs, "output_padding", dims, &outpad)) return false;
+  for (int d = 0; d < dims; ++d) {
+    if (c.kernel[d] <= 0 || c.stride[d] <= 0 || c.dilation[d] <= 0 || c.padding[d] < 0) return false;
+    const int64_t span = c.dilation[d] * (c.kernel[d] - 1);
+    const int64_t o = transposed ? (c.in[d] - 1) * c.stride[d] - 2 * c.padding[d] + span + outpad[d] + 1
+                                 : (c.in[d] + 2 * c.padding[d] - span - 1) / c.stride[d] + 1;
+    if (o <= 0) return false;
+    c.out.push_back(o);
+  }
+  std::vector<int64_t> want = {c.batch, c.cout};
+  want.insert(want.end(), c.out.begin(), c.out.end());
+  if (n.shape != want) return false;
+  std::vector<int64_t> wshape = transposed ? std::vector<int64_t>{c.cin, c.cout / c.groups}
+                                           : std::vector<int64_t>{c.cout, c.cin / c.groups};
+  wshape.insert(wshape.end(), c.kernel.begin(), c.kernel.end());
+  const json& w = params["weight"];
+  if (w.value("dtype", "") != "torch.float32" || w.value("shape", std::vector<int64_t>{}) != wshape) return false;
+  GemmOp op;
+  op.has_bias = AttrOr(attrs, "bias", false);
+  if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
+  op.linear = false;
+  op.module = n.target;
+  op.input = x->name;
+  op.M = c.batch * Product(c.out);
+  op.N = c.cout / c.groups;
+  op.K = c.cin / c.groups * Product(c.kernel);
+  op.in_shape = x->shape;
+  op.out_shape = want;
+  op.conv = std::move(c);
+  if (op.M <= 0 || op.K <= 0) return false;
+  *out = std::move(op);
+  return true;
+}
+
+bool ConvIsGemmShaped(const GemmOp& op) { return op.N >= 16 && op.K >= 16; }
+
+GemmSchedule DefaultConvSchedule(const GemmOp& op) {
+  GemmSchedule s;
+  s.bn = std::clamp(NextPow2(op.N), 16, 128);
+  s.bk = op.K >= 64 ? 32 : 16;
+  s.bm = op.M >= 4096 ? 128 : 64;
+  s.group_m = 8;
+  s.warps = 4;
+  s.stages = 3;
+  return s;
+}
+
+Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
+                const Group* epi, std::string* src) {
+  if (!s.Valid()) return Status::Error("a convolution schedule out of range");
+  const ConvGeometry& c = op.conv;
+  size_t self = 0;
+  if (epi) {
+    auto pos = std::find(epi->inputs.begin(), epi->inputs.end(), conv.name);
+    if (pos == epi->inputs.end() || epi->shape != op.out_shape) return Status::Error("an epilogue that does not read C");
+    self = static_cast<size_t>(pos - epi->inputs.begin());
+  }
+  const int D = c.dims;
+  const int64_t OS = Product(c.out), IS = Product(c.in), KS = Product(c.kernel);
+  const int64_t cin_g = c.cin / c.groups, ng = op.N;
+  const bool wide = Product(op.out_shape) >= kInt32Elements || Product(op.in_shape) >= kInt32Elements;
+  std::vector<std::string> params = {"a", "b", "bias"};
+  std::vector<std::string> outputs;
+  if (epi) {
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      if (i != self) params.push_back("in" + std::to_string(i));
+    }
+    for (size_t i = 0; i < epi->outputs.size(); ++i) outputs.push_back("out" + std::to_string(i));
+  } else {
+    outputs.push_back("out0");
+  }
+  for (const auto& o : outputs) params.push_back(o);
+
+  const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
+  const std::string cls = std::string(c.transposed ? "ConvTranspose" : "Conv") + std::to_string(D) + "d";
+  PyWriter w;
+  w.Line("@triton.jit");
+  std::string sig = "def " + kname + "(";
+  for (const auto& p : params) sig += p + ", ";
+  sig += "M: tl.constexpr, NG: tl.constexpr, KG: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, "
+         "BK: tl.constexpr, GROUP_M: tl.constexpr):";
+  {
+    auto body = w.Open(sig);
+    std::string what = "# " + cls + " as an implicit GEMM per group (program axis 1): C[m, n] = sum_k A[m, k] B[k, n], " +
+                       "m = (batch, output position), n = output channel of the group, k = (input channel of the " +
+                       "group, kernel tap); A gathered from the input (taps outside it masked to zero), B the " +
+                       "weight; split-TF32 (3-pass) products, fp32 accumulation";
+    if (epi) {
+      what += "; epilogue:";
+      for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : " ") + epi->ops.at(epi->nodes[j]).fn;
+    }
+    w.Line(what);
+    w.Line("pid = tl.program_id(0)");
+    w.Line("grp = tl.program_id(1)");
+    w.Line("num_m = tl.cdiv(M, BM)");
+    w.Line("num_n = tl.cdiv(NG, BN)");
+    w.Line("width = GROUP_M * num_n");
+    w.Line("first_m = (pid // width) * GROUP_M");
+    w.Line("size_m = tl.minimum(num_m - first_m, GROUP_M)");
+    w.Line("pid_m = first_m + (pid % width) % size_m");
+    w.Line("pid_n = (pid % width) // size_m");
+    w.Line("rm = pid_m * BM + tl.arange(0, BM)");
+    w.Line("rn = pid_n * BN + tl.arange(0, BN)");
+    w.Line("rk = tl.arange(0, BK)");
+    w.Line("# rows and channels past the edge wrap around (valid addresses); their results are not stored");
+    w.Line("m = rm % M");
+    w.Line("nb = m // " + S(OS));
+    w.Line("sp = m % " + S(OS));
+    // Output coordinates o<d>, last dimension fastest.
+    std::string rest = "sp";
+    for (int d = D - 1; d >= 0; --d) {
+      if (d == 0) {
+        w.Line("o0 = " + rest);
+      } else {
+        w.Line("o" + S(d) + " = " + rest + " % " + S(c.out[d]));
+        w.Line("t" + S(d) + " = " + rest + " // " + S(c.out[d]));
+        rest = "t" + S(d);
+      }
+    }
+    w.Line("co = grp * NG + rn % NG");
+    w.Line("x_row = a + nb.to(tl.int64) * " + S(c.cin * IS) + " + grp * " + S(cin_g * IS));
+    if (c.transposed) {
+      w.Line("w_col = b + grp * " + S(cin_g * ng * KS) + " + (rn % NG) * " + S(KS));
+    } else {
+      w.Line("w_col = b + co.to(tl.int64) * KG");
+    }
+    w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
+    {
+      auto loop = w.Open("for kk in range(0, tl.cdiv(KG, BK)):");
+      w.Line("kidx = kk * BK + rk");
+      w.Line("kval = kidx < KG");
+      w.Line("kidx = tl.where(kval, kidx, 0)");
+      w.Line("ci = kidx // " + S(KS));
+      w.Line("r = kidx % " + S(KS));
+      std::string krest = "r";
+      for (int d = D - 1; d >= 0; --d) {
+        if (d == 0) {
+          w.Line("k0 = " + krest);
+        } else {
+          w.Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
+          w.Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
+          krest = "q" + S(d);
+        }
+      }
+      w.Line("valid = (rm < M)[:, None] & kval[None, :]");
+      for (int d = 0; d < D; ++d) {
+        const std::string sd = S(d);
+        if (c.transposed) {
+          // Input i reaches output o through tap k when o = i*stride - pad + k*dil.
+          w.Line("u" + sd + " = o" + sd + "[:, None] + " + S(c.padding[d]) + " - (k" + sd + " * " + S(c.dilation[d]) +
+                 ")[None, :]");
+          if (c.stride[d] > 1) {
+            w.Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd +
+                   " < " + S(c.in[d] * c.stride[d]) + ")");
+            w.Line("p" + sd + " = u" + sd + " // " + S(c.stride[d]));
+          } else {
+            w.Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
+            w.Line("p" + sd + " = u" + sd);
+          }
+        } else {
+          w.Line("p" + sd + " = (o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + ")[:, None] + (k" + sd +
+                 " * " + S(c.dilation[d]) + ")[None, :]");
+          w.Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
+        }
+      }
+      std::string pos = "p0";
+      for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
+      w.Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
+      w.Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
+      if (c.transposed) {
+        w.Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + r)[:, None], mask=kval[:, None], other=0.0)");
+      } else {
+        w.Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
+      }
+      w.Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+    }
+    if (op.has_bias) w.Line("acc += tl.load(bias + co)[None, :]");
+    w.Line("mask = (rm[:, None] < M) & (rn[None, :] < NG)");
+    w.Line(std::string("offs = (nb") + (wide ? ".to(tl.int64)" : "") + "[:, None] * " + S(c.cout) +
+           " + co[None, :]) * " + S(OS) + " + sp[:, None]");
+    std::string lines;
+    Status st = EmitAccumulatorStore(g, epi, self, "", &lines);
+    if (!st.ok()) return st;
+    size_t at = 0;
+    while (at < lines.size()) {
+      const size_t nl = lines.find('\n', at);
+      w.Line(lines.substr(at, nl - at));
+      at = nl + 1;
+    }
+  }
+
+  PyWriter l;
+  std::string head = "def _ax_gemm" + S(static_cast<int64_t>(k)) + "(x, mod";
+  if (epi) {
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      if (i != self) head += ", in" + std::to_string(i);
+    }
+  }
+  {
+    auto body = l.Open(head + "):");
+    l.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
+    std::vector<int64_t> wshape = c.transposed ? std::vector<int64_t>{c.cin, ng} : std::vector<int64_t>{c.cout, cin_g};
+    wshape.insert(wshape.end(), c.kernel.begin(), c.kernel.end());
+    l.Line("assert list(mod.weight.shape) == " + PyShape(wshape));
+    l.Line("a = x.contiguous()");
+    l.Line("b = mod.weight.contiguous()");
+    std::string prelude;
+    if (epi) {
+      for (size_t i = 0; i < epi->inputs.size(); ++i) {
+        if (i != self) prelude += InputPrelude(*g.Find(epi->inputs[i]), i);
+      }
+    }
+    size_t at = 0;
+    while (at < prelude.size()) {  // InputPrelude's lines are 4 spaces deep
+      const size_t nl = prelude.find('\n', at);
+      std::string line = prelude.substr(at, nl - at);
+      l.Line(line.rfind("    ", 0) == 0 ? line.substr(4) : line);
+      at = nl + 1;
+    }
+    for (const auto& o : outputs) {
+      l.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
+    }
+    l.Line("grid = (triton.cdiv(" + S(op.M) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +
+           S(c.groups) + ")");
+    std::string call = kname + "[grid](a, b, " + (op.has_bias ? "mod.bias" : "b");
+    for (size_t i = 3; i < params.size(); ++i) call += ", " + params[i];
+    call += ", M=" + S(op.M) + ", NG=" + S(ng) + ", KG=" + S(op.K) + ", BM=" + S(s.bm) + ", BN=" + S(s.bn) + ", BK=" + S(s.bk) + ", GROUP_M=" + S(s.group_m) +
+            ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";
+    l.Line(call);
+    std::string ret = "return ";
+    for (size_t i = 0; i < outputs.size(); ++i) ret += (i ? ", " : "") + outputs[i];
+    l.Line(ret);
+  }
+  *src += w.str() + "\n\n" + l.str() + "\n\n";
+  return Status::Ok();
+}
+
+}  // namespace ax::builtin

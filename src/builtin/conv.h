@@ -1,0 +1,47 @@
+// Convolutions generated in Triton as implicit GEMMs (plan `conv`), with the
+// elementwise kernel after them fused in as an epilogue, as GEMMs do.
+//
+// An `nn.Conv{1,2,3}d` or `nn.ConvTranspose{1,2,3}d` (zero padding, any
+// stride, padding, dilation, groups, output padding, with or without bias) on
+// a float32 input [B, Cin, spatial...] is, for each group g,
+//   C[m, n] = sum_k A[m, k] * B[k, n]
+// with m = (batch, output position), n = output channel of g and
+// k = (input channel of g, kernel tap). A is gathered from the input on the
+// fly (out-of-range taps read as zero through masks; a transposed
+// convolution gathers the inputs whose stride grid hits the output), B is
+// the weight read in place. Products use split-TF32 ("tf32x3"), fp32
+// accumulation, like the GEMMs (gemm.h). The output is stored in the
+// module's own layout, so the epilogue and every later operator see the
+// tensor PyTorch would produce.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "builtin/fuse.h"
+#include "builtin/gemm.h"
+#include "builtin/graph.h"
+#include "builtin/pywriter.h"
+#include "common/status.h"
+
+namespace ax::builtin {
+
+// True when node n is a convolution module the compiler generates; fills
+// op's convolution geometry and its GEMM view (M, N per group, K per group).
+bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out);
+
+// A first tile configuration for a convolution: BN from the channels per
+// group, BK from the reduction length, BM from the output positions.
+GemmSchedule DefaultConvSchedule(const GemmOp& op);
+
+// True when the convolution is big enough on both GEMM sides for tensor-core
+// tiles to pay (a depthwise or tiny-channel convolution is not).
+bool ConvIsGemmShaped(const GemmOp& op);
+
+// The Triton kernel and the launcher `_ax_gemm<k>(x, mod[, the epilogue's
+// other inputs])` for convolution op, as EmitGemm describes.
+Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,
+                const Group* epilogue, std::string* src);
+
+}  // namespace ax::builtin
