@@ -42,6 +42,125 @@ int NextPow2(int64_t v) {
   return p;
 }
 
+// The main loop over k = (input channel, tap) flattened: a tile of k mixes
+// channels and taps, so a small number of input channels still fills BK.
+// The input is read in its own (channels-first) layout.
+void EmitFlatLoop(const ConvGeometry& c, int64_t ng, PyWriter* w) {
+  const int D = c.dims;
+  const int64_t IS = Product(c.in), KS = Product(c.kernel), cin_g = c.cin / c.groups;
+  w->Line("x_row = a + nb.to(tl.int64) * " + S(c.cin * IS) + " + grp * " + S(cin_g * IS));
+  if (c.transposed) {
+    w->Line("w_col = b + grp * " + S(cin_g * ng * KS) + " + (rn % NG) * " + S(KS));
+  } else {
+    w->Line("w_col = b + co.to(tl.int64) * KG");
+  }
+  {
+    auto loop = w->Open("for kk in range(0, tl.cdiv(KG, BK)):");
+    w->Line("kidx = kk * BK + rk");
+    w->Line("kval = kidx < KG");
+    w->Line("kidx = tl.where(kval, kidx, 0)");
+    w->Line("ci = kidx // " + S(KS));
+    w->Line("r = kidx % " + S(KS));
+    std::string krest = "r";
+    for (int d = D - 1; d >= 0; --d) {
+      if (d == 0) {
+        w->Line("k0 = " + krest);
+      } else {
+        w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
+        w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
+        krest = "q" + S(d);
+      }
+    }
+    w->Line("valid = (rm < M)[:, None] & kval[None, :]");
+    for (int d = 0; d < D; ++d) {
+      const std::string sd = S(d);
+      if (c.transposed) {
+        // Input i reaches output o through tap k when o = i*stride - pad + k*dil.
+        w->Line("u" + sd + " = o" + sd + "[:, None] + " + S(c.padding[d]) + " - (k" + sd + " * " + S(c.dilation[d]) +
+               ")[None, :]");
+        if (c.stride[d] > 1) {
+          w->Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd +
+                 " < " + S(c.in[d] * c.stride[d]) + ")");
+          w->Line("p" + sd + " = u" + sd + " // " + S(c.stride[d]));
+        } else {
+          w->Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
+          w->Line("p" + sd + " = u" + sd);
+        }
+      } else {
+        w->Line("p" + sd + " = (o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + ")[:, None] + (k" + sd +
+               " * " + S(c.dilation[d]) + ")[None, :]");
+        w->Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
+      }
+    }
+    std::string pos = "p0";
+    for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
+    w->Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
+    w->Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
+    if (c.transposed) {
+      w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + r)[:, None], mask=kval[:, None], other=0.0)");
+    } else {
+      w->Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
+    }
+    w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+  }
+}
+
+// The main loop tap by tap, BK input channels at a time (one loop of
+// taps x channel blocks, so that it pipelines): the rows' input positions are
+// computed once per tap, and the input is read channels-last (the launcher
+// permutes it) so that a row's BK channels are contiguous; the weight is
+// packed as [groups, taps, input channels, output channels].
+void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, PyWriter* w) {
+  const int D = c.dims;
+  const int64_t IS = Product(c.in), KS = Product(c.kernel), cin_g = c.cin / c.groups;
+  const int64_t cb = (cin_g + bk - 1) / bk;
+  const bool ragged = cin_g % bk != 0;
+  w->Line("x_img = a + nb.to(tl.int64) * " + S(IS * c.cin) + " + grp * " + S(cin_g));
+  w->Line("w_grp = b + grp * " + S(KS * cin_g * ng));
+  w->Line("nmask = (rn < NG)[None, :]");
+  auto loop = w->Open("for kk in range(0, " + S(KS * cb) + "):");
+  w->Line("tap = kk // " + S(cb));
+  w->Line("cols = (kk % " + S(cb) + ") * BK + rk");
+  std::string krest = "tap";
+  for (int d = D - 1; d >= 0; --d) {
+    if (d == 0) {
+      w->Line("k0 = " + krest);
+    } else {
+      w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
+      w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
+      krest = "q" + S(d);
+    }
+  }
+  w->Line("rv = rm < M");
+  for (int d = 0; d < D; ++d) {
+    const std::string sd = S(d);
+    if (c.transposed) {
+      w->Line("u" + sd + " = o" + sd + " + " + S(c.padding[d]) + " - k" + sd + " * " + S(c.dilation[d]));
+      if (c.stride[d] > 1) {
+        w->Line("rv = rv & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd + " < " +
+                S(c.in[d] * c.stride[d]) + ")");
+        w->Line("p" + sd + " = u" + sd + " // " + S(c.stride[d]));
+      } else {
+        w->Line("rv = rv & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
+        w->Line("p" + sd + " = u" + sd);
+      }
+    } else {
+      w->Line("p" + sd + " = o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + " + k" + sd + " * " +
+              S(c.dilation[d]));
+      w->Line("rv = rv & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
+    }
+  }
+  std::string pos = "p0";
+  for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
+  w->Line("row = tl.where(rv, (" + pos + ") * " + S(c.cin) + ", 0)");
+  const std::string kmask = ragged ? " & (cols < " + S(cin_g) + ")[None, :]" : "";
+  const std::string kmask_b = ragged ? " & (cols < " + S(cin_g) + ")[:, None]" : "";
+  w->Line("at = tl.load(x_img[:, None] + row[:, None] + cols[None, :], mask=rv[:, None]" + kmask + ", other=0.0)");
+  w->Line("bt = tl.load(w_grp + (tap * " + S(cin_g) + " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b +
+          ", other=0.0)");
+  w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+}
+
 }  // namespace
 
 bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
@@ -125,6 +244,8 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
 
 bool ConvIsGemmShaped(const GemmOp& op) { return op.N >= 16 && op.K >= 16; }
 
+bool ConvTapMajor(const GemmOp& op) { return op.conv.cin / op.conv.groups >= 16; }
+
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {
   GemmSchedule s;
   s.bn = std::clamp(NextPow2(op.N), 16, 128);
@@ -147,7 +268,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     self = static_cast<size_t>(pos - epi->inputs.begin());
   }
   const int D = c.dims;
-  const int64_t OS = Product(c.out), IS = Product(c.in), KS = Product(c.kernel);
+  const int64_t OS = Product(c.out), KS = Product(c.kernel);
   const int64_t cin_g = c.cin / c.groups, ng = op.N;
   const bool wide = Product(op.out_shape) >= kInt32Elements || Product(op.in_shape) >= kInt32Elements;
   std::vector<std::string> params = {"a", "b", "bias"};
@@ -209,61 +330,11 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       }
     }
     w.Line("co = grp * NG + rn % NG");
-    w.Line("x_row = a + nb.to(tl.int64) * " + S(c.cin * IS) + " + grp * " + S(cin_g * IS));
-    if (c.transposed) {
-      w.Line("w_col = b + grp * " + S(cin_g * ng * KS) + " + (rn % NG) * " + S(KS));
-    } else {
-      w.Line("w_col = b + co.to(tl.int64) * KG");
-    }
     w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
-    {
-      auto loop = w.Open("for kk in range(0, tl.cdiv(KG, BK)):");
-      w.Line("kidx = kk * BK + rk");
-      w.Line("kval = kidx < KG");
-      w.Line("kidx = tl.where(kval, kidx, 0)");
-      w.Line("ci = kidx // " + S(KS));
-      w.Line("r = kidx % " + S(KS));
-      std::string krest = "r";
-      for (int d = D - 1; d >= 0; --d) {
-        if (d == 0) {
-          w.Line("k0 = " + krest);
-        } else {
-          w.Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
-          w.Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
-          krest = "q" + S(d);
-        }
-      }
-      w.Line("valid = (rm < M)[:, None] & kval[None, :]");
-      for (int d = 0; d < D; ++d) {
-        const std::string sd = S(d);
-        if (c.transposed) {
-          // Input i reaches output o through tap k when o = i*stride - pad + k*dil.
-          w.Line("u" + sd + " = o" + sd + "[:, None] + " + S(c.padding[d]) + " - (k" + sd + " * " + S(c.dilation[d]) +
-                 ")[None, :]");
-          if (c.stride[d] > 1) {
-            w.Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd +
-                   " < " + S(c.in[d] * c.stride[d]) + ")");
-            w.Line("p" + sd + " = u" + sd + " // " + S(c.stride[d]));
-          } else {
-            w.Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
-            w.Line("p" + sd + " = u" + sd);
-          }
-        } else {
-          w.Line("p" + sd + " = (o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + ")[:, None] + (k" + sd +
-                 " * " + S(c.dilation[d]) + ")[None, :]");
-          w.Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
-        }
-      }
-      std::string pos = "p0";
-      for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
-      w.Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
-      w.Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
-      if (c.transposed) {
-        w.Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + r)[:, None], mask=kval[:, None], other=0.0)");
-      } else {
-        w.Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
-      }
-      w.Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+    if (ConvTapMajor(op)) {
+      EmitTapMajorLoop(c, ng, s.bk, &w);
+    } else {
+      EmitFlatLoop(c, ng, &w);
     }
     if (op.has_bias) w.Line("acc += tl.load(bias + co)[None, :]");
     w.Line("mask = (rm[:, None] < M) & (rn[None, :] < NG)");
@@ -293,8 +364,17 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     std::vector<int64_t> wshape = c.transposed ? std::vector<int64_t>{c.cin, ng} : std::vector<int64_t>{c.cout, cin_g};
     wshape.insert(wshape.end(), c.kernel.begin(), c.kernel.end());
     l.Line("assert list(mod.weight.shape) == " + PyShape(wshape));
-    l.Line("a = x.contiguous()");
-    l.Line("b = mod.weight.contiguous()");
+    if (ConvTapMajor(op)) {
+      std::string perm = "0";
+      for (int d = 0; d < c.dims; ++d) perm += ", " + S(d + 2);
+      l.Line("a = x.permute(" + perm + ", 1).contiguous()  # channels-last");
+      l.Line(std::string("b = mod.weight.reshape(") + S(c.groups) + ", " + S(c.transposed ? cin_g : ng) + ", " +
+             S(c.transposed ? ng : cin_g) + ", " + S(KS) + ").permute(" + (c.transposed ? "0, 3, 1, 2" : "0, 3, 2, 1") +
+             ").contiguous()  # [groups, taps, input channels, output channels]");
+    } else {
+      l.Line("a = x.contiguous()");
+      l.Line("b = mod.weight.contiguous()");
+    }
     std::string prelude;
     if (epi) {
       for (size_t i = 0; i < epi->inputs.size(); ++i) {

@@ -39,6 +39,11 @@ GemmSchedule DefaultConvSchedule(const GemmOp& op);
 // tiles to pay (a depthwise or tiny-channel convolution is not).
 bool ConvIsGemmShaped(const GemmOp& op);
 
+// True when the kernel walks k tap by tap over blocks of input channels,
+// reading the input channels-last (16 or more input channels per group);
+// else k = (channel, tap) is one flattened index over the input as it is.
+bool ConvTapMajor(const GemmOp& op);
+
 // The Triton kernel and the launcher `_ax_gemm<k>(x, mod[, the epilogue's
 // other inputs])` for convolution op, as EmitGemm describes.
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,

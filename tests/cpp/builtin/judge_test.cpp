@@ -13,6 +13,7 @@
 
 #include "builtin/builtin_proposer.h"
 #include "builtin/codegen.h"
+#include "builtin/conv.h"
 #include "builtin/graph.h"
 #include "common/util.h"
 #include "judge/judge.h"
@@ -1169,18 +1170,25 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
   EXPECT_TRUE(FormGemms(g, plan).empty()) << "convolutions only under plan.conv";
   plan.conv = true;
   const auto convs = FormGemms(g, plan);
-  ASSERT_EQ(convs.size(), 7u);
-  for (const auto& [i, op] : convs) EXPECT_TRUE(op.IsConv()) << g.nodes[i].name;
+  ASSERT_EQ(convs.size(), 10u);
+  int tap_major = 0;
+  for (const auto& [i, op] : convs) {
+    EXPECT_TRUE(op.IsConv()) << g.nodes[i].name;
+    tap_major += ConvTapMajor(op) ? 1 : 0;
+  }
+  EXPECT_EQ(tap_major, 3);
   std::string src;
   Plan resolved;
   ASSERT_TRUE(Generate(g, t.source, plan, &src, nullptr, &resolved).ok());
-  ASSERT_EQ(resolved.gsched.size(), 7u);
+  ASSERT_EQ(resolved.gsched.size(), 10u);
   EXPECT_TRUE(resolved.conv);
   const std::string forward = src.substr(src.find("class ModelNew"));
-  for (const char* m : {"self.c1(", "self.c2(", "self.c3(", "self.dw(", "self.t1(", "self.t2(", "self.t3("}) {
+  for (const char* m : {"self.c1(", "self.c2(", "self.c3(", "self.dw(", "self.t1(", "self.t2(", "self.t3(", "self.wd(",
+                        "self.tw(", "self.v3("}) {
     EXPECT_EQ(forward.find(m), std::string::npos) << m << " is still a PyTorch call\n" << src;
   }
-  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 7u);
+  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 10u);
+  EXPECT_EQ(Occurrences(src, "contiguous()  # channels-last"), 3u);
   EXPECT_NE(src.find("epilogue: relu, mul"), std::string::npos) << src;
   Plan back;
   ASSERT_TRUE(Plan::FromJson(resolved.ToJson(), &back).ok());
@@ -1189,7 +1197,7 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   // A different tile for every convolution: edges of M, N and K fall elsewhere.
-  plan.gsched.assign(7, GemmSchedule{32, 16, 8, 1, 4, 2});
+  plan.gsched.assign(10, GemmSchedule{32, 16, 8, 1, 4, 2});
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
