@@ -252,7 +252,7 @@ GemmSchedule DefaultConvSchedule(const GemmOp& op) {
   s.bk = op.K >= 64 ? 32 : 16;
   s.bm = op.M >= 4096 ? 128 : 64;
   s.group_m = 8;
-  s.warps = 4;
+  s.warps = s.bm * s.bn >= 128 * 128 ? 8 : 4;  // the accumulator and the split operands in registers
   s.stages = 3;
   return s;
 }
