@@ -249,7 +249,9 @@ bool ConvTapMajor(const GemmOp& op) { return op.conv.cin / op.conv.groups >= 16;
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {
   GemmSchedule s;
   s.bn = std::clamp(NextPow2(op.N), 16, 128);
-  s.bk = op.K >= 64 ? 32 : 16;
+  // A K tile within one tap's channels when the kernel walks tap by tap.
+  const int64_t reduce = ConvTapMajor(op) ? op.conv.cin / op.conv.groups : op.K;
+  s.bk = reduce >= 32 ? 32 : 16;
   s.bm = op.M >= 4096 ? 128 : 64;
   s.group_m = 8;
   s.warps = s.bm * s.bn >= 128 * 128 ? 8 : 4;  // the accumulator and the split operands in registers

@@ -1,0 +1,158 @@
+// Generated convolutions without Python (src/builtin/conv.cpp): which
+// modules are classified, their GEMM view, where the plan puts them, and the
+// emitted kernel against a golden text.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "builtin/builtin_proposer.h"
+#include "builtin/codegen.h"
+#include "builtin/conv.h"
+#include "builtin/graph.h"
+
+namespace ax::builtin {
+namespace {
+
+using json = nlohmann::json;
+
+json T(std::vector<int64_t> shape, const std::string& dtype = "torch.float32") {
+  return {{"kind", "tensor"}, {"shape", shape}, {"dtype", dtype}};
+}
+json N(const std::string& n) { return {{"node", n}}; }
+
+// x [2, cin, 9, 10] -> conv (module `attrs`) -> relu.
+json ConvGraph(json attrs, std::vector<int64_t> weight, std::vector<int64_t> out, const std::string& cls = "Conv2d",
+               const std::string& dtype = "torch.float32") {
+  json params = {{"weight", {{"shape", weight}, {"dtype", dtype}}}};
+  if (attrs.value("bias", false)) params["bias"] = {{"shape", {attrs["out_channels"]}}, {"dtype", dtype}};
+  json mod = {{"class", cls}, {"attrs", attrs}, {"params", params}};
+  json nodes = json::array();
+  const int64_t cin = attrs["in_channels"].get<int64_t>();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()},
+                   {"out", T({2, cin, 9, 10}, dtype)}});
+  nodes.push_back({{"name", "conv"}, {"op", "call_module"}, {"target", "conv"}, {"module", mod}, {"args", {N("x")}},
+                   {"out", T(out, dtype)}});
+  nodes.push_back({{"name", "relu"}, {"op", "call_function"}, {"target", "relu"}, {"callable", "torch.relu"},
+                   {"args", {N("conv")}}, {"out", T(out, dtype)}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("relu")}},
+                   {"out", {{"kind", "other"}}}});
+  return {{"nodes", nodes}, {"training", true}};
+}
+
+json Attrs(int64_t cin, int64_t cout, json k, json stride, json pad, json dil, int64_t groups, bool bias) {
+  return {{"in_channels", cin}, {"out_channels", cout}, {"kernel_size", k}, {"stride", stride},
+          {"padding", pad},     {"dilation", dil},      {"groups", groups},  {"bias", bias},
+          {"padding_mode", "zeros"}};
+}
+
+bool Classify(const json& graph, GemmOp* op) {
+  Graph g;
+  if (!ParseGraph(graph, &g).ok()) return false;
+  return ClassifyConv(g, *g.Find("conv"), op);
+}
+
+TEST(Conv, ClassifiesAModuleAsAGemmPerGroup) {
+  GemmOp op;
+  // 16 -> 8 channels, 3x3, stride 2, padding 1: out 5 x 5.
+  ASSERT_TRUE(Classify(ConvGraph(Attrs(16, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true), {8, 16, 3, 3}, {2, 8, 5, 5}),
+                       &op));
+  EXPECT_TRUE(op.IsConv());
+  EXPECT_EQ(op.M, 2 * 5 * 5);
+  EXPECT_EQ(op.N, 8);
+  EXPECT_EQ(op.K, 16 * 9);
+  EXPECT_TRUE(op.has_bias);
+  EXPECT_TRUE(ConvTapMajor(op));
+  EXPECT_FALSE(ConvIsGemmShaped(op)) << "8 output channels do not fill a 16-wide tile";
+  // Grouped and dilated, `same` padding: 2 groups of 4 -> 8 each, 9 x 10 kept.
+  ASSERT_TRUE(Classify(ConvGraph(Attrs(8, 16, {3, 3}, {1, 1}, "same", {2, 2}, 2, false), {16, 4, 3, 3}, {2, 16, 9, 10}),
+                       &op));
+  EXPECT_EQ(op.conv.padding, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(op.N, 8);
+  EXPECT_EQ(op.K, 4 * 9);
+  EXPECT_FALSE(ConvTapMajor(op));
+  // Transposed, stride 2, output padding 1: (9-1)*2 - 2 + 3 + 1 = 18, (10-1)*2 - 2 + 3 + 1 = 20.
+  json t = Attrs(16, 32, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true);
+  t["output_padding"] = {1, 1};
+  ASSERT_TRUE(Classify(ConvGraph(t, {16, 32, 3, 3}, {2, 32, 18, 20}, "ConvTranspose2d"), &op));
+  EXPECT_TRUE(op.conv.transposed);
+  EXPECT_TRUE(ConvIsGemmShaped(op));
+}
+
+TEST(Conv, RefusesWhatItDoesNotGenerate) {
+  GemmOp op;
+  json a = Attrs(16, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false);
+  const std::vector<int64_t> w = {8, 16, 3, 3}, out = {2, 8, 9, 10};
+  ASSERT_TRUE(Classify(ConvGraph(a, w, out), &op));
+  json reflect = a;
+  reflect["padding_mode"] = "reflect";
+  EXPECT_FALSE(Classify(ConvGraph(reflect, w, out), &op));
+  json same_odd = Attrs(16, 8, {2, 2}, {1, 1}, "same", {1, 1}, 1, false);  // pads one side more
+  EXPECT_FALSE(Classify(ConvGraph(same_odd, {8, 16, 2, 2}, out), &op));
+  EXPECT_FALSE(Classify(ConvGraph(a, w, out, "Conv2d", "torch.bfloat16"), &op));
+  EXPECT_FALSE(Classify(ConvGraph(a, w, {2, 8, 9, 11}), &op)) << "a traced shape the geometry does not give";
+  EXPECT_FALSE(Classify(ConvGraph(a, {8, 16, 3, 2}, out), &op)) << "a weight of another shape";
+}
+
+TEST(Conv, ConvolutionPlansComeBeforeTheDefaultWhereTheyFillTiles) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(ConvGraph(Attrs(16, 32, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true), {32, 16, 3, 3},
+                                   {2, 32, 9, 10}),
+                         &g)
+                  .ok());
+  BuiltinProposer prop(g, "class Model: pass\n");
+  const std::vector<Plan> plans = prop.LargePlans();
+  ASSERT_GE(plans.size(), 2u);
+  EXPECT_TRUE(plans[0].conv && plans[0].gemm);
+  EXPECT_FALSE(plans[1].conv);
+  std::string src;
+  int kernels = 0;
+  Plan resolved;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[0], &src, &kernels, &resolved).ok());
+  EXPECT_EQ(kernels, 1) << "the relu runs inside the convolution's kernel";
+  EXPECT_NE(src.find("v_relu = _ax_gemm0(v_x, self.conv)"), std::string::npos) << src;
+  ASSERT_EQ(resolved.gsched.size(), 1u);
+  EXPECT_EQ(resolved.gsched[0], DefaultConvSchedule(FormGemms(g, plans[0])[0].second));
+}
+
+// The emitted kernel and launcher of one tap-major and one flattened
+// convolution, against tests/golden/ (regenerate with AX_UPDATE_GOLDEN=1).
+void ExpectGolden(const std::string& name, const std::string& text) {
+  const std::string path = std::string(ADAEXPLORE_SOURCE_DIR) + "/tests/golden/" + name;
+  if (std::getenv("AX_UPDATE_GOLDEN")) {
+    std::ofstream(path) << text;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << "emission changed; if intended, rerun with AX_UPDATE_GOLDEN=1 and review " << path;
+}
+
+TEST(Conv, EmitsTheGoldenKernels) {
+  struct Case {
+    const char* golden;
+    json graph;
+  };
+  json t = Attrs(4, 6, {3, 2}, {2, 1}, {1, 0}, {1, 2}, 2, true);
+  t["output_padding"] = {1, 0};
+  const Case cases[] = {
+      {"conv2d_tap_major.txt", ConvGraph(Attrs(16, 32, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true), {32, 16, 3, 3},
+                                         {2, 32, 5, 5})},
+      // (9-1)*2 - 2 + 2 + 1 + 1 = 18, (10-1)*1 - 0 + 2 + 0 + 1 = 12
+      {"conv_transpose2d_flat.txt", ConvGraph(t, {4, 3, 3, 2}, {2, 6, 18, 12}, "ConvTranspose2d")},
+  };
+  for (const Case& c : cases) {
+    Graph g;
+    ASSERT_TRUE(ParseGraph(c.graph, &g).ok());
+    GemmOp op;
+    ASSERT_TRUE(ClassifyConv(g, *g.Find("conv"), &op)) << c.golden;
+    std::string src;
+    ASSERT_TRUE(EmitConv(g, *g.Find("conv"), op, 0, DefaultConvSchedule(op), nullptr, &src).ok());
+    ExpectGolden(c.golden, src);
+  }
+}
+
+}  // namespace
+}  // namespace ax::builtin
