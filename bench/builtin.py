@@ -400,6 +400,7 @@ def task_row(name, path, summary, store_entry):
         row["roofline"] = roofline_of(bv) if correct else None
         row["reason"] = "" if correct else why_not(summary, store_entry.get("tree"))
         row["loses_because"] = loses_because(row)
+    row["conv_vs_cudnn"] = conv_vs_cudnn(store_entry.get("tree"))
     for v in verdicts:  # baselines from any timed verdict when the summary lacks them
         b = v.get("baseline_ms") or {}
         for k in ("eager", "compile"):
@@ -455,6 +456,24 @@ def loses_because(row):
     if roof.get("bandwidth_fraction") is not None:
         return "memory-bound at %.2f of copy bandwidth" % roof["bandwidth_fraction"]
     return ""
+
+
+def conv_vs_cudnn(tree):
+    """For a task whose search judged generated convolutions (plan `conv`): the fastest correct such
+    candidate's time against the fastest correct one that leaves them to cuDNN, as
+    {"generated_ms", "cudnn_ms", "ratio" (cudnn / generated)}; None when either side has none.
+    Times are the search's judged medians (not the final re-timing)."""
+    best = {True: None, False: None}
+    for n in (tree or {}).get("nodes", []):
+        o, plan = n.get("outcome") or {}, n.get("plan")
+        if n.get("kind") == "root" or not isinstance(plan, dict) or not o.get("correct") or not o.get("runtime_ms"):
+            continue
+        k = bool(plan.get("conv"))
+        if best[k] is None or o["runtime_ms"] < best[k]:
+            best[k] = o["runtime_ms"]
+    if best[True] is None or best[False] is None:
+        return None
+    return {"generated_ms": best[True], "cudnn_ms": best[False], "ratio": best[False] / best[True]}
 
 
 def add_bandwidth(row, copy_bps):
@@ -531,6 +550,14 @@ def aggregate(rows, compile_baseline=True):
         "with_profile": len(ff), "median_flops_fraction": statistics.median(ff) if ff else None,
         "slower": [{"task": r["task"], "why": r["loses_because"]} for r in keep if r.get("loses_because")],
     }
+    # Generated convolutions against the cuDNN plans of the same search.
+    cv = [r for r in keep if r.get("conv_vs_cudnn")]
+    agg["conv_vs_cudnn"] = {
+        "tasks": len(cv), "geomean_ratio": geomean(r["conv_vs_cudnn"]["ratio"] for r in cv) if cv else None,
+        "faster": sum(1 for r in cv if r["conv_vs_cudnn"]["ratio"] > 1.0),
+        "lose": [{"task": r["task"], "ratio": r["conv_vs_cudnn"]["ratio"]}
+                 for r in sorted(cv, key=lambda r: r["conv_vs_cudnn"]["ratio"]) if r["conv_vs_cudnn"]["ratio"] <= 1.0],
+    }
     return agg
 
 
@@ -558,7 +585,11 @@ def format_row(r):
         if roof.get("flops_fraction") is not None and roof.get("tflops"):
             bw = "mm %.2f (%.1f TFLOP/s)" % (roof["flops_fraction"], roof["tflops"])
         if roof.get("generated_share") is not None:
-            note = ("gen %.0f%%; " % (100 * roof["generated_share"])) + note
+            note = "; ".join(x for x in ("gen %.0f%%" % (100 * roof["generated_share"]), note) if x)
+    cv = r.get("conv_vs_cudnn")
+    if cv:
+        note = "; ".join(x for x in (note, "conv generated %.4g ms vs cuDNN plans %.4g ms (%.2fx)" % (
+            cv["generated_ms"], cv["cudnn_ms"], cv["ratio"])) if x)
     if r.get("loses_because"):
         note = (note + "; " if note else "") + "slower: " + r["loses_because"]
     return "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
@@ -607,6 +638,12 @@ def print_aggregates(agg, meta):
             mm["with_profile"], mm["median_flops_fraction"]))
     for s in mm.get("slower", []):
         print("  slower than the baseline: %s: %s" % (s["task"], s["why"]))
+    cv = agg.get("conv_vs_cudnn") or {}
+    if cv.get("tasks"):
+        print("generated convolutions vs the cuDNN plans of the same search (cuDNN time / generated time): "
+              "%d tasks, geomean %.2fx, faster on %d" % (cv["tasks"], cv["geomean_ratio"], cv["faster"]))
+        for s in cv["lose"]:
+            print("  loses to cuDNN: %s (%.2fx)" % (s["task"], s["ratio"]))
     sys.stdout.flush()
 
 

@@ -4,6 +4,7 @@ estimate of a task built on the meta device, and the per-task rows read from a r
 
 import importlib.util
 import json
+import math
 import sqlite3
 from pathlib import Path
 
@@ -437,3 +438,30 @@ def test_roofline_and_why_a_convolution_loses(bb, tmp_path):
     assert agg["matmul_roofline"]["with_profile"] == 3
     assert agg["matmul_roofline"]["median_flops_fraction"] == pytest.approx(0.42)
     assert [s["task"] for s in agg["matmul_roofline"]["slower"]] == ["63_Conv2d_ReLU", "12_Gemm_Add"]
+
+
+def test_generated_convolutions_against_the_cudnn_plans(bb, tmp_path):
+    """A search that judged plans with and without generated convolutions: the row compares the
+    fastest correct of each, and the aggregate lists the tasks where cuDNN stays faster."""
+    def node(i, conv, ms, correct=True):
+        plan = {"v": 1, "gemm": [[64, 64, 32, 8, 4, 3]], "conv": True} if conv else {"v": 1}
+        return {"id": i, "kind": "large", "plan": plan,
+                "outcome": {"correct": correct, "runtime_ms": ms, "status": "correct" if correct else "mismatch"}}
+    summary = {"task": "1_Conv2d_ReLU", "status": "found", "best_node": 2, "runtime_ms": 2.0,
+               "speedup": {"eager": 1.1, "compile": 1.0}}
+    tree = {"nodes": [{"id": 0, "kind": "root"}, node(1, True, 4.0), node(2, False, 2.0), node(3, True, 1.0, False)]}
+    lose = bb.task_row("1_Conv2d_ReLU", tmp_path / "level2" / "1_Conv2d_ReLU.py", summary, {"tree": tree})
+    assert lose["conv_vs_cudnn"] == {"generated_ms": 4.0, "cudnn_ms": 2.0, "ratio": 0.5}
+    assert "conv generated 4 ms vs cuDNN plans 2 ms (0.50x)" in bb.format_row(lose)
+    tree2 = {"nodes": [node(1, True, 1.0), node(2, False, 3.0)]}
+    win = bb.task_row("2_Conv3d", tmp_path / "level2" / "2_Conv3d.py", dict(summary, task="2_Conv3d"), {"tree": tree2})
+    assert win["conv_vs_cudnn"]["ratio"] == pytest.approx(3.0)
+    only = bb.task_row("3_Conv", tmp_path / "level2" / "3_Conv.py", dict(summary, task="3_Conv"),
+                       {"tree": {"nodes": [node(1, False, 1.0)]}})
+    assert only["conv_vs_cudnn"] is None
+    for r in (lose, win, only):
+        r["degenerate"] = False
+    agg = bb.aggregate([lose, win, only])["conv_vs_cudnn"]
+    assert agg["tasks"] == 2 and agg["faster"] == 1
+    assert agg["geomean_ratio"] == pytest.approx(math.sqrt(1.5))
+    assert agg["lose"] == [{"task": "1_Conv2d_ReLU", "ratio": 0.5}]
