@@ -2,6 +2,7 @@
 
 #include "builtin/ewgen.h"
 #include "builtin/conv.h"
+#include "builtin/ew_ops.h"
 #include "builtin/gemm.h"
 
 #include <algorithm>
@@ -123,124 +124,6 @@ namespace {
 
 std::string Var(const std::string& node) { return "v_" + node; }
 
-
-std::string TanhExpr(const std::string& x) { return "(2.0 / (1.0 + tl.exp(-2.0 * (" + x + "))) - 1.0)"; }
-
-// The Triton expression of one elementwise operator over operand expressions.
-Status RenderEw(const EwOp& op, const std::vector<std::string>& a, std::string* out) {
-  auto P = [&](const char* k) { return PyFloat(op.params.at(k)); };
-  const std::string& f = op.fn;
-  std::string x = a.empty() ? "" : a[0];
-  if (f == "add" || f == "sub") {
-    std::string y = op.params.count("alpha") ? "(" + P("alpha") + " * " + a[1] + ")" : a[1];
-    *out = x + (f == "add" ? " + " : " - ") + y;
-  } else if (f == "mul") {
-    *out = x + " * " + a[1];
-  } else if (f == "mse_loss") {
-    *out = "(" + x + " - " + a[1] + ") * (" + x + " - " + a[1] + ")";
-  } else if (f == "kl_div") {
-    // PyTorch's pointwise terms: xlogy(t, t) - t * x, or exp(t) * (t - x) with log_target
-    const std::string x0 = "(" + x + ")", t = "(" + a[1] + ")";
-    if (op.variant == "log_target") {
-      *out = "tl.exp(" + t + ") * (" + t + " - " + x0 + ")";
-    } else if (op.variant == "log_ratio") {
-      // x0 is p (the input was log(p)). As PyTorch's xlogy(t, t) - t * log(p):
-      // 0 where t == 0 unless log(p) is infinite or NaN (then 0 * log(p) is
-      // NaN), NaN where t < 0 (log t is).
-      *out = "tl.where(" + t + " == 0.0, tl.where((" + x0 + " > 0.0) & (" + x0 + " < float('inf')), 0.0, float('nan')), " +
-             "tl.where(" + t + " < 0.0, float('nan'), " + t + " * tl.log(" + t + " / " + x0 + ")))";
-    } else {
-      *out = "tl.where(" + t + " == 0.0, 0.0, " + t + " * tl.log(" + t + ")) - " + t + " * " + x0;
-    }
-  } else if (f == "l1_loss") {
-    *out = "tl.abs(" + x + " - " + a[1] + ")";
-  } else if (f == "smooth_l1_loss" || f == "huber_loss") {
-    // PyTorch's formulas, on z = |x - y|
-    std::string z = "tl.abs(" + x + " - " + a[1] + ")";
-    if (f == "smooth_l1_loss") {
-      *out = "tl.where(" + z + " < " + P("beta") + ", 0.5 * " + z + " * " + z + " / " + P("beta") + ", " + z +
-             " - 0.5 * " + P("beta") + ")";
-    } else {
-      *out = "tl.where(" + z + " < " + P("delta") + ", 0.5 * " + z + " * " + z + ", " + P("delta") + " * (" + z +
-             " - 0.5 * " + P("delta") + "))";
-    }
-  } else if (f == "div") {
-    *out = x + " / " + a[1];
-  } else if (f == "maximum") {
-    *out = "tl.maximum(" + x + ", " + a[1] + kNanArg;
-  } else if (f == "minimum") {
-    *out = "tl.minimum(" + x + ", " + a[1] + kNanArg;
-  } else if (f == "pow") {
-    double e = op.params.at("exponent");
-    if (e == 2.0) *out = x + " * " + x;
-    else if (e == 3.0) *out = x + " * " + x + " * " + x;
-    else if (e == 0.5) *out = "tl.sqrt(" + x + ")";
-    else if (e == 1.0) *out = x;
-    else *out = "1.0 / " + x;
-  } else if (f == "neg") {
-    *out = "-" + x;
-  } else if (f == "identity") {
-    *out = x;
-  } else if (f == "relu") {
-    *out = "tl.where(" + x + " <= 0.0, 0.0, " + x + ")";  // NaN stays NaN, as in PyTorch
-  } else if (f == "sigmoid") {
-    *out = "1.0 / (1.0 + tl.exp(-" + x + "))";
-  } else if (f == "tanh") {
-    *out = TanhExpr(x);
-  } else if (f == "exp") {
-    *out = "tl.exp(" + x + ")";
-  } else if (f == "log") {
-    *out = "tl.log(" + x + ")";
-  } else if (f == "sqrt") {
-    *out = "tl.sqrt(" + x + ")";
-  } else if (f == "rsqrt") {
-    *out = "1.0 / tl.sqrt(" + x + ")";
-  } else if (f == "abs") {
-    *out = "tl.abs(" + x + ")";
-  } else if (f == "erf") {
-    *out = "tl.math.erf(" + x + ")";
-  } else if (f == "square") {
-    *out = x + " * " + x;
-  } else if (f == "reciprocal") {
-    *out = "1.0 / " + x;
-  } else if (f == "gelu") {
-    if (op.variant == "tanh") {
-      *out = "0.5 * " + x + " * (1.0 + " +
-             TanhExpr("0.7978845608028654 * (" + x + " + 0.044715 * " + x + " * " + x + " * " + x + ")") + ")";
-    } else {
-      *out = "0.5 * " + x + " * (1.0 + tl.math.erf(" + x + " * 0.7071067811865476))";
-    }
-  } else if (f == "silu") {
-    *out = x + " / (1.0 + tl.exp(-" + x + "))";
-  } else if (f == "hardswish") {
-    *out = x + " * tl.minimum(tl.maximum(" + x + " + 3.0, 0.0" + kNanArg + ", 6.0" + kNanArg + " / 6.0";
-  } else if (f == "hardsigmoid") {
-    *out = "tl.minimum(tl.maximum(" + x + " + 3.0, 0.0" + kNanArg + ", 6.0" + kNanArg + " / 6.0";
-  } else if (f == "leaky_relu") {
-    *out = "tl.where(" + x + " > 0.0, " + x + ", " + x + " * " + P("negative_slope") + ")";
-  } else if (f == "elu") {
-    *out = "tl.where(" + x + " > 0.0, " + x + ", " + P("alpha") + " * (tl.exp(" + x + ") - 1.0))";
-  } else if (f == "selu") {
-    // PyTorch's constants (torch/nn/functional.py), as float32 would round them.
-    *out = "1.0507009873554805 * tl.where(" + x + " > 0.0, " + x + ", 1.6732632423543772 * (tl.exp(" + x +
-           ") - 1.0))";
-  } else if (f == "softplus") {
-    std::string b = P("beta");
-    *out = "tl.where(" + x + " * " + b + " > " + P("threshold") + ", " + x + ", tl.log(1.0 + tl.exp(" + x + " * " +
-           b + ")) / " + b + ")";
-  } else if (f == "mish") {
-    std::string sp = "tl.where(" + x + " > 20.0, " + x + ", tl.log(1.0 + tl.exp(" + x + ")))";
-    *out = x + " * " + TanhExpr(sp);
-  } else if (f == "clamp") {
-    std::string e = x;
-    if (op.params.count("min")) e = "tl.maximum(" + e + ", " + P("min") + kNanArg;
-    if (op.params.count("max")) e = "tl.minimum(" + e + ", " + P("max") + kNanArg;
-    *out = e;
-  } else {
-    return Status::Error("no template for " + f);
-  }
-  return Status::Ok();
-}
 
 // A Python expression for a traced argument (fallback PyTorch calls).
 Status RenderArg(const json& a, std::string* out) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "builtin/ew_ops.h"
+
 namespace ax::builtin {
 
 using json = nlohmann::json;
@@ -107,11 +109,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
     return attrs.contains(k) && attrs[k].is_number() ? attrs[k].get<double>() : dflt;
   };
   if (n.op == "call_module") {
-    static const std::map<std::string, std::string> kModules = {
-        {"ReLU", "relu"}, {"GELU", "gelu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"SiLU", "silu"},
-        {"Hardswish", "hardswish"}, {"Hardsigmoid", "hardsigmoid"}, {"LeakyReLU", "leaky_relu"}, {"ELU", "elu"}, {"SELU", "selu"},
-        {"Softplus", "softplus"}, {"Mish", "mish"}, {"Hardtanh", "clamp"}, {"ReLU6", "clamp"},
-        {"Identity", "identity"}, {"Dropout", "identity"}};
+    const auto& kModules = EwModuleOps();
     auto it = kModules.find(n.ModuleClass());
     if (it == kModules.end() || n.args.size() != 1 || !n.kwargs.empty()) return false;
     fn = it->second;
