@@ -81,20 +81,15 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     narrow.gsched.assign(FormGemms(graph_, with_gemm).size(), GemmSchedule{128, 64, 32, 8, 4, 4});
     plans.push_back(narrow);
   }
+  plans.push_back(Plan());
   // Convolutions generated (implicit GEMMs with their epilogues) instead of
-  // cuDNN's: before the default where their GEMM sides fill tensor-core
-  // tiles, after it where they do not (depthwise, few channels).
+  // cuDNN's, right after the default that keeps cuDNN's, so that the first
+  // two steps compare them.
   Plan with_conv = with_gemm;
   with_conv.conv = true;
-  bool convs = false, shaped = false;
-  for (const auto& [i, op] : FormGemms(graph_, with_conv)) {
-    if (!op.IsConv()) continue;
-    convs = true;
-    shaped = shaped || ConvIsGemmShaped(op);
-  }
-  if (convs && shaped) plans.push_back(with_conv);
-  plans.push_back(Plan());
-  if (convs && !shaped) plans.push_back(with_conv);
+  bool convs = false;
+  for (const auto& [i, op] : FormGemms(graph_, with_conv)) convs = convs || op.IsConv();
+  if (convs) plans.push_back(with_conv);
   // Row norms: each further strategy that applies, as a large step (the
   // default plan above took the first).
   const auto rnorms = FormRowNorms(graph_, Plan());

@@ -242,8 +242,6 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
-bool ConvIsGemmShaped(const GemmOp& op) { return op.N >= 16 && op.K >= 16; }
-
 bool ConvTapMajor(const GemmOp& op) { return op.conv.cin / op.conv.groups >= 16; }
 
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {

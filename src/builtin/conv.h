@@ -35,10 +35,6 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out);
 // group, BK from the reduction length, BM from the output positions.
 GemmSchedule DefaultConvSchedule(const GemmOp& op);
 
-// True when the convolution is big enough on both GEMM sides for tensor-core
-// tiles to pay (a depthwise or tiny-channel convolution is not).
-bool ConvIsGemmShaped(const GemmOp& op);
-
 // True when the kernel walks k tap by tap over blocks of input channels,
 // reading the input channels-last (16 or more input channels per group);
 // else k = (channel, tap) is one flattened index over the input as it is.
