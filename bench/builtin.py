@@ -23,7 +23,10 @@ TFLOP/s)`, the achieved FLOP/s as a fraction of the device's measured fp32-accur
 peak (plain fp32 or 3xTF32, whichever is faster), and `gen P%`, the share of the GPU busy time in
 generated kernels (`_ax_*`). A correct kernel slower than torch.compile (eager without it) says
 why: most of its time in library kernels it does not generate (the largest named), else compute-
-or memory-bound at its fraction of the peak.
+or memory-bound at its fraction of the peak. Where the search judged generated convolutions (plan
+`conv`) and plans that leave them to cuDNN, the row compares the fastest correct candidate of each
+(`conv generated A ms vs cuDNN plans B ms (B/A x)`, search-time medians), and the aggregates list
+the tasks where cuDNN stays faster.
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
 its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
 short?)". All rows go to OUT/bench_builtin.jsonl, the aggregates to OUT/bench_builtin_summary.json.
