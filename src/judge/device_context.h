@@ -6,7 +6,6 @@
 // candidate workers.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <shared_mutex>
 #include <string>
@@ -17,6 +16,7 @@
 #include "judge/judge.h"
 #include "judge/judge_cache.h"
 #include "judge/output_transfer.h"
+#include "judge/placement.h"
 #include "judge/trusted_worker.h"
 #include "judge/warm_pool.h"
 
@@ -29,7 +29,7 @@ struct DeviceContext {
       : id(device),
         exec_mu(DeviceLockFile(device)),
         ref(cfg, &id, "reference"),
-        baselines(cfg, &id, cache, &exec_mu, std::clamp(workers / 2, 1, 3)),
+        baselines(cfg, &id, cache, &exec_mu, BaselineWorkers(workers)),
         transfer(device),
         warm(cfg, device, workers, stop) {}
 

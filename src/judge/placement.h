@@ -1,8 +1,10 @@
-// Placement: which device of the local judge pool takes the next candidate.
+// Placement: which device of the local judge pool takes the next candidate,
+// and how many baseline workers a device gets.
 // Pure decisions over a snapshot of the devices' loads, so that they are
 // deterministic and tested without workers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,5 +22,12 @@ struct DeviceLoad {
 // least-loaded of all (the candidate then waits at that device's gate). Ties
 // go to the lowest index. -1 only for an empty list.
 int PickDevice(const std::vector<DeviceLoad>& loads, int64_t estimate);
+
+// Baseline workers of a device for `workers` candidates in flight there: one
+// per two, at most eight. A torch.compile takes tens of seconds of host time
+// and a worker compiles one task at a time, so with fewer a many-task bench
+// waits on its baselines while the GPU idles; each worker keeps its tasks'
+// models and compiled graphs, which bounds them from above.
+inline int BaselineWorkers(int workers) { return std::clamp(workers / 2, 1, 8); }
 
 }  // namespace ax

@@ -31,4 +31,11 @@ TEST(Placement, AnEmptyDeviceAlwaysHasRoom) {
   EXPECT_EQ(PickDevice(loads, 200 * G), 1);
 }
 
+TEST(Placement, BaselineWorkersGrowWithTheCandidatesUpToEight) {
+  EXPECT_EQ(BaselineWorkers(1), 1);
+  EXPECT_EQ(BaselineWorkers(4), 2);
+  EXPECT_EQ(BaselineWorkers(14), 7);
+  EXPECT_EQ(BaselineWorkers(64), 8);
+}
+
 }  // namespace ax
