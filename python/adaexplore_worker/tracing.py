@@ -20,8 +20,11 @@ import dis
 import inspect
 import math
 import operator
+import traceback
 
 import torch
+
+from . import einops_lowering, recurrent
 
 _NS = {"torch": torch, "operator": operator, "math": math, "builtins": builtins}
 
@@ -169,19 +172,39 @@ _FACTORIES = ("zeros", "ones", "full", "empty", "arange", "eye", "linspace", "lo
 # A forward that loops over a tensor's size unrolls; this many operations is
 # a graph too large for the compiler to be worth it.
 MAX_NODES = 10000
+# A submodule whose forward cannot be traced stays whole (a call of it), with
+# every other instance of its class (the same code fails the same way), and
+# the trace starts over: at most this many times.
+MAX_LEAF_RETRIES = 8
+
+
+# The dtypes torch reads Python's number types as (`torch.ones(n, dtype=bool)`).
+_PY_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
 class _Unknown(Exception):
     pass
 
 
-def _shape_tracer(inputs):
-    """A torch.fx Tracer whose proxies answer shape questions (see the top)."""
+def _to_meta(v):
+    """v (a tensor, or tuples and lists of them) on the meta device."""
+    from torch.fx.node import map_aggregate
+
+    return map_aggregate(v, lambda t: t.detach().to("meta") if isinstance(t, torch.Tensor) and t.device.type != "meta"
+                         else t)
+
+
+def _shape_tracer(inputs, leaves=(), defaults=None):
+    """A torch.fx Tracer whose proxies answer shape questions (see the top).
+
+    leaves: modules kept whole (call_module) besides torch.nn's own; defaults:
+    the forward's parameters that the inputs leave out, bound to their default
+    values (`h0=None` stays None, so `if h0 is None` takes its branch).
+    """
     import torch.fx
     from torch.fx.node import map_aggregate
 
-    def to_meta(v):
-        return v.detach().to("meta") if isinstance(v, torch.Tensor) and v.device.type != "meta" else v
+    to_meta = _to_meta
 
     class ShapeProxy(torch.fx.Proxy):
         def _value(self):
@@ -217,15 +240,46 @@ def _shape_tracer(inputs):
             self.values = {}
             self.placeholders = 0
             self.running = False
+            self.leaves = set(leaves)
+            self.defaults = dict(defaults or {})
+            # Nodes whose value answered a branch (`if x.device != w.device`).
+            self.answered = []
             # A buffer the forward slices by a size (a causal mask cut to the
             # sequence length) stays a graph value, not a baked constant.
             self.proxy_buffer_attributes = True
+
+        def _proxy_placeholder(self, name, concrete_args, sig, fn_for_analysis):
+            if name in self.defaults:
+                return self.defaults[name]
+            return super()._proxy_placeholder(name, concrete_args, sig, fn_for_analysis)
+
+        def is_leaf_module(self, m, module_qualified_name):
+            return m in self.leaves or super().is_leaf_module(m, module_qualified_name)
+
+        def to_bool(self, obj):
+            # A branch on a value the tracer knows that is not a tensor (a
+            # comparison of devices) takes the traced side.
+            v = self.values.get(obj.node, _UNKNOWN) if isinstance(obj, torch.fx.Proxy) else _UNKNOWN
+            if isinstance(v, (bool, int)):
+                self.answered.append(obj.node)
+                return bool(v)
+            return super().to_bool(obj)
 
         def call_module(self, m, forward, args, kwargs):
             # While an operation runs on the meta device, the modules it calls
             # (fx has patched their calls) just run.
             if self.running:
                 return forward(*args, **kwargs)
+            if m not in self.leaves:
+                if einops_lowering.is_layer(m):
+                    return einops_lowering.lower_layer(m, args[0] if args else kwargs["input"])
+                if recurrent.is_recurrent(m):
+                    path = self.path_of_module(m)
+                    x = args[0] if args else kwargs.get("input")
+                    hx = args[1] if len(args) > 1 else kwargs.get("hx")
+                    out = recurrent.lower(m, x, hx, lambda n: self.create_proxy("get_attr", path + "." + n, (), {}))
+                    if out is not None:
+                        return out
             return super().call_module(m, forward, args, kwargs)
 
         def getattr(self, attr, attr_val, parameter_proxy_cache):
@@ -236,6 +290,12 @@ def _shape_tracer(inputs):
 
         def proxy(self, node):
             return ShapeProxy(node, self)
+
+        def create_arg(self, a):
+            # dtype=bool: a Python type that torch reads as a dtype.
+            if isinstance(a, type) and a in _PY_DTYPES:
+                return _PY_DTYPES[a]
+            return super().create_arg(a)
 
         def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
             p = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
@@ -281,6 +341,9 @@ def _shape_tracer(inputs):
                 return getattr(a[0], target)(*a[1:], **k)
             if kind == "call_module":
                 mod = self.root.get_submodule(target)
+                out = _meta_shortcut(mod, a, k)
+                if out is not None:
+                    return out
                 state = {n: to_meta(t) for n, t in list(mod.named_parameters()) + list(mod.named_buffers())}
                 return torch.func.functional_call(mod, state, tuple(a), dict(k))
             return _UNKNOWN
@@ -288,15 +351,84 @@ def _shape_tracer(inputs):
     return ShapeTracer()
 
 
-def trace(model, inputs):
-    """The JSON graph of model(*inputs); raises with a reason when it cannot trace."""
-    import torch.fx
+def _defaults(model, count):
+    """The forward's parameters after the first `count`, with their defaults."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for p in params[count:]:
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
+            out[p.name] = p.default
+    return out
+
+
+def _prune_answered(graph, nodes):
+    """Removes the nodes that only answered a branch (and what only they used)."""
+    gone = set()
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if n in gone or n.users or n.op != "call_function":
+            continue
+        if not (n.target is builtins.getattr or getattr(n.target, "__module__", None) in ("_operator", "operator")):
+            continue
+        parents = n.all_input_nodes
+        graph.erase_node(n)
+        gone.add(n)
+        stack.extend(parents)
+
+
+def _meta_shortcut(module, args, kwargs):
+    """What a module returns on meta inputs, where computing the shapes is far
+    cheaper than running it (recurrent modules), else None."""
+    if recurrent.is_recurrent(module) and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+        return recurrent.empty_outputs(module, args[0], args[1] if len(args) > 1 else kwargs.get("hx"))
+    return None
+
+
+def _shape_prop(gm):
     from torch.fx.passes.shape_prop import ShapeProp
 
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError("Model is not an nn.Module")
-    tracer = _shape_tracer(inputs)
+    class Prop(ShapeProp):
+        def call_module(self, target, args, kwargs):
+            out = _meta_shortcut(self.fetch_attr(target), args, kwargs)
+            return out if out is not None else super().call_module(target, args, kwargs)
+
+    return Prop(gm)
+
+
+def _holds_proxy(v):
+    import torch.fx
+
+    if isinstance(v, torch.fx.Proxy):
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(_holds_proxy(x) for x in v)
+    if isinstance(v, dict):
+        return any(_holds_proxy(x) for x in v.values())
+    return False
+
+
+def _model_tensor(model, target):
+    """Whether target names a plain tensor attribute of the model (`self.h0 =
+    torch.randn(...)` in its __init__), which generated code reads as it is."""
+    if target.split(".")[-1].startswith("_tensor_constant"):
+        return False
+    try:
+        return isinstance(_fetch_attr(model, target), torch.Tensor)
+    except AttributeError:
+        return False
+
+
+def _trace_once(model, inputs, leaves):
+    """model traced to a GraphModule, with shapes propagated (see trace)."""
+    import torch.fx
+
+    tracer = _shape_tracer(inputs, leaves, _defaults(model, len(inputs)))
     originals = {name: getattr(torch, name) for name in _FACTORIES if hasattr(torch, name)}
+    sources = {type(m).__module__ for m in model.modules()}
 
     def recorded(fn):
         def factory(*args, **kwargs):
@@ -305,17 +437,79 @@ def trace(model, inputs):
             return tracer.create_proxy("call_function", fn, args, kwargs)
         return factory
 
+    # The forward may store traced values on its modules (`self.h = ...`):
+    # those attributes are put back after each attempt.
+    saved = [(m, dict(m.__dict__)) for m in model.modules()]
     try:
         for name, fn in originals.items():
             setattr(torch, name, recorded(fn))
-        with torch.no_grad():
+        with torch.no_grad(), einops_lowering.patched(sources, lambda v: isinstance(v, torch.fx.Proxy)):
             graph = tracer.trace(model)
+        _prune_answered(graph, tracer.answered)
     finally:
         for name, fn in originals.items():
             setattr(torch, name, fn)
+        for m, state in saved:
+            for key, value in list(m.__dict__.items()):
+                if _holds_proxy(value):
+                    if key in state:
+                        m.__dict__[key] = state[key]
+                    else:
+                        del m.__dict__[key]
+    # After the attributes are back: the graph module copies those it reads.
     gm = torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
     with torch.no_grad():
-        ShapeProp(gm).propagate(*inputs)
+        _shape_prop(gm).propagate(*inputs)
+    return gm
+
+
+def _culprit(exc, model, leaves):
+    """The innermost submodule of model (not model itself, not one kept whole
+    already) whose forward was running where exc was raised, or None."""
+    submodules = {id(m): m for name, m in model.named_modules() if name}
+    inside = {id(m) for leaf in leaves for m in leaf.modules()}
+    found = None
+    seen = set()
+    e = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            m = frame.f_locals.get("self")
+            if isinstance(m, torch.nn.Module) and id(m) in submodules and id(m) not in inside:
+                # torch.nn's own modules are whole already: not culprits.
+                if not (type(m).__module__.startswith("torch.nn") and not isinstance(m, torch.nn.Sequential)):
+                    found = m
+        e = e.__cause__ or e.__context__
+    return found
+
+
+def traced_module(model, inputs):
+    """model(*inputs) as a torch.fx GraphModule whose nodes carry their shapes
+    (`tensor_meta`); raises with a reason when it cannot trace.
+
+    Where a submodule's forward cannot be traced (`.item()`, a branch on tensor
+    values), the innermost such submodule stays whole, a call of it, as do the
+    other instances of its class, and the rest is traced again (at most
+    MAX_LEAF_RETRIES times); only a top-level forward that cannot be traced
+    fails the trace.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("Model is not an nn.Module")
+    leaves = set()
+    for attempt in range(MAX_LEAF_RETRIES + 1):
+        try:
+            return _trace_once(model, inputs, leaves)
+        except Exception as exc:
+            culprit = _culprit(exc, model, leaves)
+            if culprit is None or attempt == MAX_LEAF_RETRIES:
+                raise
+            leaves.update(m for name, m in model.named_modules() if name and type(m) is type(culprit))
+
+
+def trace(model, inputs):
+    """The JSON graph of model(*inputs); raises with a reason when it cannot
+    trace (see traced_module)."""
+    gm = traced_module(model, inputs)
     modules = dict(gm.named_modules())
     owned = set(dict(model.named_parameters())) | set(dict(model.named_buffers()))
     nodes = []
@@ -338,7 +532,7 @@ def trace(model, inputs):
             item["module"] = _module_info(modules[n.target])
         else:
             item["target"] = str(n.target)
-        if n.op == "get_attr" and str(n.target) not in owned:
+        if n.op == "get_attr" and str(n.target) not in owned and not _model_tensor(model, str(n.target)):
             # A tensor the forward creates (torch.tensor(0.5), say): fx keeps
             # it as an attribute of the traced module that the model lacks.
             try:
@@ -371,11 +565,19 @@ def _main(argv):
     for path in argv:
         try:
             module = common.load_module(path, "adaexplore_trace")
-            with torch.device("meta"):
+            try:
+                with torch.device("meta"):
+                    torch.manual_seed(0)
+                    model = module.Model(*module.get_init_inputs())
+                    inputs = module.get_inputs()
+            except Exception:
+                # A constructor that reads values (`x.item()` of a schedule)
+                # cannot run on the meta device: it runs on the CPU.
                 torch.manual_seed(0)
-                model = module.Model(*module.get_init_inputs())
-                inputs = module.get_inputs()
-            inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+                model = module.Model(*module.get_init_inputs()).to("meta")
+                with torch.device("meta"):
+                    inputs = module.get_inputs()
+            inputs = [_to_meta(x) for x in inputs]
             out = {"path": path, "ok": True, "graph": trace(model, inputs)}
         except Exception as exc:  # one task's failure is that task's answer
             text = " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:300]
