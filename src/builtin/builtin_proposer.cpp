@@ -18,6 +18,7 @@ std::string Describe(const Plan& p) {
   if (p.algebra) s += ", safe algebra (sums over a Linear's features from its summed weight, reductions over size-1 dimensions as elementwise work, chains of scalar arithmetic folded)";
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
+  if (p.conv && p.conv_native) s += ", their inputs read in place (no channels-last copy)";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
@@ -87,9 +88,18 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   // two steps compare them.
   Plan with_conv = with_gemm;
   with_conv.conv = true;
-  bool convs = false;
-  for (const auto& [i, op] : FormGemms(graph_, with_conv)) convs = convs || op.IsConv();
+  bool convs = false, tap_major = false;
+  for (const auto& [i, op] : FormGemms(graph_, with_conv)) {
+    convs = convs || op.IsConv();
+    tap_major = tap_major || (op.IsConv() && ConvTapMajor(op));
+  }
   if (convs) plans.push_back(with_conv);
+  // The other layout of the tap-major convolutions' input, as a large step.
+  if (tap_major) {
+    Plan native = with_conv;
+    native.conv_native = true;
+    plans.push_back(native);
+  }
   // Row norms: each further strategy that applies, as a large step (the
   // default plan above took the first).
   const auto rnorms = FormRowNorms(graph_, Plan());
@@ -224,13 +234,23 @@ Proposal BuiltinProposer::Large(const std::string& why) {
   return p;
 }
 
-Proposal BuiltinProposer::Small(const Plan& parent) {
-  Proposal p;
+bool BuiltinProposer::SmallSteps(const Plan& parent, const std::optional<KernelRef>& only, Proposal* out) {
+  Proposal& p = *out;
   std::string error;
+  // With `only`, the steps of that kernel alone.
+  auto wants = [&](std::initializer_list<KernelKind> kinds, size_t k) {
+    if (!only) return true;
+    if (only->index != k) return false;
+    for (KernelKind kind : kinds) {
+      if (kind == only->kind) return true;
+    }
+    return false;
+  };
   const Graph& graph = GraphFor(parent);  // the parent's plan reads its knobs off this graph
   // Row norms: one knob of one norm's schedule (its strategy stays).
   const auto rnorms = FormRowNorms(graph, parent);
   for (size_t k = 0; k < rnorms.size(); ++k) {
+    if (!wants({KernelKind::kRowNorm}, k)) continue;
     const RowNormSchedule cur = RowNormFor(parent, k, rnorms[k].second);
     for (const RowNormSchedule& c : RowNormNeighbours(rnorms[k].second, cur)) {
       Plan q = parent;
@@ -239,7 +259,7 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
       q.nsched[k] = c;
       if (TryPlan(q, &p, &error)) {
         p.note = "builtin: row norm " + std::to_string(k) + ": " + cur.Describe() + " -> " + c.Describe();
-        return p;
+        return true;
       }
     }
   }
@@ -247,6 +267,7 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
   std::vector<std::pair<int, GemmOp>> gemms = FormGemms(graph, parent);
   for (int dist = 1; dist <= 2; ++dist) {
     for (size_t k = 0; k < gemms.size(); ++k) {
+      if (!wants({KernelKind::kGemm, KernelKind::kConvolution}, k)) continue;
       const GemmSchedule cur = GemmScheduleFor(parent, k, gemms[k].second);
       std::vector<std::pair<std::string, GemmSchedule>> cands;
       const int f = 1 << dist;
@@ -275,15 +296,20 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
                    ", BN " + std::to_string(c.bn) + ", BK " + std::to_string(c.bk) + ", warps " +
                    std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ", GROUP_M " +
                    std::to_string(c.group_m) + ")";
-          return p;
+          return true;
         }
       }
     }
   }
-  int n = static_cast<int>(FormGroups(graph, parent.Fusion()).size());
+  // Elementwise kernels launched on their own (a group inside another
+  // kernel has no tile configuration of its own).
+  const FusedSchedule sched = Schedule(graph, parent);
+  const int n = static_cast<int>(sched.groups.size());
   // Neighbours first (one knob, one step), kernel by kernel; then further values.
   for (int dist = 1; dist <= 6; ++dist) {
-    for (int k = 0; k < n; ++k) {
+    for (size_t launched : sched.LaunchedGroups()) {
+      if (!wants({KernelKind::kPointwise}, launched)) continue;
+      const int k = static_cast<int>(launched);
       KernelSchedule cur = parent.For(k);
       int bi = 0, wi = 0;
       for (int i = 0; i < 7; ++i) if (kBlocks[i] == cur.block) bi = i;
@@ -302,7 +328,7 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
         if (TryPlan(q, &p, &error)) {
           p.note = "builtin: kernel " + std::to_string(k) + " BLOCK " + std::to_string(cur.block) + "->" +
                    std::to_string(c.block) + ", warps " + std::to_string(cur.warps) + "->" + std::to_string(c.warps);
-          return p;
+          return true;
         }
       }
     }
@@ -318,6 +344,7 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
   };
   for (int dist = 1; dist <= 3; ++dist) {
     for (size_t k = 0; k < reds.size(); ++k) {
+      if (!wants({KernelKind::kReduction, KernelKind::kSiblings}, k)) continue;
       RedSchedule cur = ResolveSchedule(reds[k].second, parent.RedFor(k));
       const int f = 1 << dist;
       std::vector<std::pair<std::string, RedSchedule>> cands;
@@ -391,11 +418,26 @@ Proposal BuiltinProposer::Small(const Plan& parent) {
         q.red[k] = c;
         if (TryPlan(q, &p, &error)) {
           p.note = "builtin: reduction " + std::to_string(k) + " (" + reds[k].second.kind + ") " + knob + " changed";
-          return p;
+          return true;
         }
       }
     }
   }
+  return false;
+}
+
+Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Outcome::KernelMs>& times) {
+  Proposal p;
+  // The kernel that took the most of the parent's GPU time first, then all.
+  std::vector<std::pair<std::string, double>> ms;
+  for (const auto& k : times) ms.push_back({k.name, k.ms});
+  const std::optional<KernelRef> slowest = SlowestKernel(Schedule(GraphFor(parent), parent), ms);
+  if (slowest && SmallSteps(parent, slowest, &p)) {
+    p.note += " (the parent's slowest kernel: " + std::string(KernelKindName(slowest->kind)) + " " +
+              std::to_string(slowest->index) + ")";
+    return p;
+  }
+  if (SmallSteps(parent, std::nullopt, &p)) return p;
   return Large("every schedule of the parent's plan was tried; ");
 }
 
@@ -415,7 +457,7 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
     Status s = ctx.parent_plan.is_null() ? ParsePlanMarker(ctx.prompt.parent.source, &parent)
                                          : Plan::FromJson(ctx.parent_plan, &parent);
     if (!s.ok()) return Large("the parent has no plan (" + s.message() + "); ");
-    return Small(parent);
+    return Small(parent, ctx.parent_kernels);
   } catch (const std::exception& e) {
     // A compiler bug ends this task's search with its reason, not the run.
     Proposal p;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,7 +43,12 @@ class BuiltinProposer : public ax::search::Proposer {
  private:
   BuiltinProposer() = default;
   ax::search::Proposal Large(const std::string& why);
-  ax::search::Proposal Small(const Plan& parent);
+  // A small step from parent: one knob of one kernel, tried first on the
+  // kernel that took the most of the parent's GPU time (times: its profile).
+  ax::search::Proposal Small(const Plan& parent, const std::vector<ax::search::Outcome::KernelMs>& times);
+  // The steps of kernel `only` (none: of every kernel, in a fixed order);
+  // true with *p filled when one is new.
+  bool SmallSteps(const Plan& parent, const std::optional<KernelRef>& only, ax::search::Proposal* p);
   // Generates plan; true (and fills p) when it is new.
   bool TryPlan(const Plan& plan, ax::search::Proposal* p, std::string* error);
 

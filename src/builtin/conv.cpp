@@ -107,15 +107,17 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, PyWriter* w) {
 
 // The main loop tap by tap, BK input channels at a time (one loop of
 // taps x channel blocks, so that it pipelines): the rows' input positions are
-// computed once per tap, and the input is read channels-last (the launcher
-// permutes it) so that a row's BK channels are contiguous; the weight is
-// packed as [groups, taps, input channels, output channels].
-void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, PyWriter* w) {
+// computed once per tap; the weight is packed as [groups, taps, input
+// channels, output channels]. The input is read channels-last (the launcher
+// permutes it), so that a row's BK channels are contiguous, or, when native,
+// as it is: a channel's rows are then contiguous along the output positions
+// (at stride 1), and no copy is made.
+void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, PyWriter* w) {
   const int D = c.dims;
   const int64_t IS = Product(c.in), KS = Product(c.kernel), cin_g = c.cin / c.groups;
   const int64_t cb = (cin_g + bk - 1) / bk;
   const bool ragged = cin_g % bk != 0;
-  w->Line("x_img = a + nb.to(tl.int64) * " + S(IS * c.cin) + " + grp * " + S(cin_g));
+  w->Line("x_img = a + nb.to(tl.int64) * " + S(IS * c.cin) + " + grp * " + S(native ? cin_g * IS : cin_g));
   w->Line("w_grp = b + grp * " + S(KS * cin_g * ng));
   w->Line("nmask = (rn < NG)[None, :]");
   auto loop = w->Open("for kk in range(0, " + S(KS * cb) + "):");
@@ -152,10 +154,11 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, PyWriter* w) {
   }
   std::string pos = "p0";
   for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
-  w->Line("row = tl.where(rv, (" + pos + ") * " + S(c.cin) + ", 0)");
+  w->Line(native ? "row = tl.where(rv, " + pos + ", 0)" : "row = tl.where(rv, (" + pos + ") * " + S(c.cin) + ", 0)");
   const std::string kmask = ragged ? " & (cols < " + S(cin_g) + ")[None, :]" : "";
   const std::string kmask_b = ragged ? " & (cols < " + S(cin_g) + ")[:, None]" : "";
-  w->Line("at = tl.load(x_img[:, None] + row[:, None] + cols[None, :], mask=rv[:, None]" + kmask + ", other=0.0)");
+  const std::string col = native ? "cols[None, :] * " + S(IS) : "cols[None, :]";
+  w->Line("at = tl.load(x_img[:, None] + row[:, None] + " + col + ", mask=rv[:, None]" + kmask + ", other=0.0)");
   w->Line("bt = tl.load(w_grp + (tap * " + S(cin_g) + " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b +
           ", other=0.0)");
   w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
@@ -163,21 +166,115 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, PyWriter* w) {
 
 }  // namespace
 
+namespace {
+
+// A constant argument of a functional convolution as the module's attribute
+// would hold it: an int, a list of ints, or a padding mode; null otherwise.
+json AttrOfArg(const json& a) {
+  if (a.contains("value") && a["value"].is_number_integer()) return a["value"];
+  if (a.contains("tuple") || a.contains("list")) {
+    json out = json::array();
+    for (const auto& e : a.contains("tuple") ? a["tuple"] : a["list"]) {
+      if (!e.contains("value") || !e["value"].is_number_integer()) return nullptr;
+      out.push_back(e["value"]);
+    }
+    return out;
+  }
+  const std::string r = a.value("repr", "");
+  if (r == "'same'" || r == "\"same\"") return "same";
+  if (r == "'valid'" || r == "\"valid\"") return "valid";
+  return nullptr;
+}
+
+// A functional convolution (`F.conv2d(x, w, b, stride, padding, dilation,
+// groups)`, `F.conv_transpose2d(x, w, b, stride, padding, output_padding,
+// groups, dilation)`, or their torch.* names) as the module form's class,
+// attributes and parameters, its weight and bias nodes (bias "" for none).
+bool FunctionalConv(const Graph& g, const Node& n, std::string* cls, json* attrs, json* params, std::string* weight,
+                    std::string* bias) {
+  if (n.op != "call_function") return false;
+  std::string fn = n.callable;
+  for (const char* prefix : {"torch.nn.functional.", "torch."}) {
+    if (fn.rfind(prefix, 0) == 0) {
+      fn = fn.substr(std::string(prefix).size());
+      break;
+    }
+  }
+  if (fn.rfind("conv", 0) != 0) return false;
+  const bool transposed = fn.rfind("conv_transpose", 0) == 0;
+  const std::string mid = fn.substr(transposed ? 14 : 4);
+  if (mid != "1d" && mid != "2d" && mid != "3d") return false;
+  const std::vector<std::string> names =
+      transposed ? std::vector<std::string>{"input", "weight", "bias", "stride", "padding", "output_padding", "groups",
+                                            "dilation"}
+                 : std::vector<std::string>{"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+  if (n.args.size() > names.size()) return false;
+  for (const auto& [k, v] : n.kwargs.items()) {
+    if (std::find(names.begin(), names.end(), k) == names.end()) return false;
+  }
+  const json* w = n.Arg(1, "weight");
+  const Node* wn = w && w->contains("node") ? g.Find((*w)["node"].get<std::string>()) : nullptr;
+  if (!wn || !wn->is_tensor || wn->shape.size() < 3) return false;
+  *weight = wn->name;
+  bias->clear();
+  const json* b = n.Arg(2, "bias");
+  const Node* bn = nullptr;
+  if (b && b->contains("node")) {
+    bn = g.Find((*b)["node"].get<std::string>());
+    if (!bn || !bn->is_tensor) return false;
+    *bias = bn->name;
+  } else if (b && b->value("repr", "None") != "None") {
+    return false;
+  }
+  const json* x = n.Arg(0, "input");
+  const Node* xn = x && x->contains("node") ? g.Find((*x)["node"].get<std::string>()) : nullptr;
+  if (!xn || xn->shape.size() < 2) return false;
+  json a = {{"stride", 1}, {"padding", 0}, {"dilation", 1}, {"groups", 1}, {"output_padding", 0}};
+  for (size_t i = 3; i < names.size(); ++i) {
+    if (const json* v = n.Arg(i, names[i])) {
+      json attr = AttrOfArg(*v);
+      if (attr.is_null()) return false;
+      a[names[i]] = attr;
+    }
+  }
+  if (!a["groups"].is_number_integer()) return false;
+  const int64_t groups = a["groups"].get<int64_t>();
+  a["in_channels"] = xn->shape[1];
+  a["out_channels"] = transposed ? wn->shape[1] * groups : wn->shape[0];
+  a["kernel_size"] = std::vector<int64_t>(wn->shape.begin() + 2, wn->shape.end());
+  a["bias"] = bn != nullptr;
+  json p = {{"weight", {{"shape", wn->shape}, {"dtype", wn->dtype}}}};
+  if (bn) p["bias"] = {{"shape", bn->shape}, {"dtype", bn->dtype}};
+  *cls = std::string(transposed ? "ConvTranspose" : "Conv") + mid;
+  *attrs = std::move(a);
+  *params = std::move(p);
+  return true;
+}
+
+}  // namespace
+
 bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
-  if (n.op != "call_module" || !n.is_tensor || n.dtype != "torch.float32") return false;
-  const std::string cls = n.ModuleClass();
+  if (!n.is_tensor || n.dtype != "torch.float32") return false;
+  std::string cls, weight, bias;
+  json fattrs, fparams;
+  const bool functional = FunctionalConv(g, n, &cls, &fattrs, &fparams, &weight, &bias);
+  if (!functional) {
+    if (n.op != "call_module") return false;
+    cls = n.ModuleClass();
+  }
   const bool transposed = cls.rfind("ConvTranspose", 0) == 0;
   if (!(cls.rfind("Conv", 0) == 0 && cls.size() >= 6 && cls.substr(cls.size() - 1) == "d")) return false;
   const std::string mid = cls.substr(transposed ? 13 : 4, cls.size() - (transposed ? 13 : 4) - 1);
   if (mid != "1" && mid != "2" && mid != "3") return false;
   const int dims = mid[0] - '0';
-  if (n.args.size() != 1 || !n.kwargs.empty() || !n.args[0].is_object() || !n.args[0].contains("node")) return false;
-  const Node* x = g.Find(n.args[0]["node"].get<std::string>());
+  const json* xa = functional ? n.Arg(0, "input") : (n.args.size() == 1 && n.kwargs.empty() ? &n.args[0] : nullptr);
+  if (!xa || !xa->is_object() || !xa->contains("node")) return false;
+  const Node* x = g.Find((*xa)["node"].get<std::string>());
   if (!x || !x->is_tensor || x->dtype != "torch.float32" || x->shape.size() != static_cast<size_t>(dims) + 2) {
     return false;
   }
-  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
-  const json& params = n.module.contains("params") ? n.module["params"] : json::object();
+  const json& attrs = functional ? fattrs : n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  const json& params = functional ? fparams : n.module.contains("params") ? n.module["params"] : json::object();
   if (attrs.value("padding_mode", std::string("zeros")) != "zeros" || !params.contains("weight")) return false;
   ConvGeometry c;
   c.dims = dims;
@@ -229,7 +326,15 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
   op.has_bias = AttrOr(attrs, "bias", false);
   if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
   op.linear = false;
-  op.module = n.target;
+  if (functional) {
+    op.weight = weight;
+    op.bias = bias;
+    if (op.has_bias && params["bias"].value("shape", std::vector<int64_t>{}) != std::vector<int64_t>{c.cout}) {
+      return false;
+    }
+  } else {
+    op.module = n.target;
+  }
   op.input = x->name;
   op.M = c.batch * Product(c.out);
   op.N = c.cout / c.groups;
@@ -332,7 +437,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     w.Line("co = grp * NG + rn % NG");
     w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
     if (ConvTapMajor(op)) {
-      EmitTapMajorLoop(c, ng, s.bk, &w);
+      EmitTapMajorLoop(c, ng, s.bk, op.conv_native, &w);
     } else {
       EmitFlatLoop(c, ng, &w);
     }
@@ -352,7 +457,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   }
 
   PyWriter l;
-  std::string head = "def _ax_gemm" + S(static_cast<int64_t>(k)) + "(x, mod";
+  std::string head = "def _ax_gemm" + S(static_cast<int64_t>(k)) + "(x, weight, bias";
   if (epi) {
     for (size_t i = 0; i < epi->inputs.size(); ++i) {
       if (i != self) head += ", in" + std::to_string(i);
@@ -363,17 +468,17 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     l.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
     std::vector<int64_t> wshape = c.transposed ? std::vector<int64_t>{c.cin, ng} : std::vector<int64_t>{c.cout, cin_g};
     wshape.insert(wshape.end(), c.kernel.begin(), c.kernel.end());
-    l.Line("assert list(mod.weight.shape) == " + PyShape(wshape));
+    l.Line("assert list(weight.shape) == " + PyShape(wshape));
     if (ConvTapMajor(op)) {
       std::string perm = "0";
       for (int d = 0; d < c.dims; ++d) perm += ", " + S(d + 2);
-      l.Line("a = x.permute(" + perm + ", 1).contiguous()  # channels-last");
-      l.Line(std::string("b = mod.weight.reshape(") + S(c.groups) + ", " + S(c.transposed ? cin_g : ng) + ", " +
+      l.Line(op.conv_native ? "a = x.contiguous()" : "a = x.permute(" + perm + ", 1).contiguous()  # channels-last");
+      l.Line(std::string("b = weight.reshape(") + S(c.groups) + ", " + S(c.transposed ? cin_g : ng) + ", " +
              S(c.transposed ? ng : cin_g) + ", " + S(KS) + ").permute(" + (c.transposed ? "0, 3, 1, 2" : "0, 3, 2, 1") +
              ").contiguous()  # [groups, taps, input channels, output channels]");
     } else {
       l.Line("a = x.contiguous()");
-      l.Line("b = mod.weight.contiguous()");
+      l.Line("b = weight.contiguous()");
     }
     std::string prelude;
     if (epi) {
@@ -393,7 +498,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     }
     l.Line("grid = (triton.cdiv(" + S(op.M) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +
            S(c.groups) + ")");
-    std::string call = kname + "[grid](a, b, " + (op.has_bias ? "mod.bias" : "b");
+    std::string call = kname + "[grid](a, b, " + (op.has_bias ? "bias" : "b");
     for (size_t i = 3; i < params.size(); ++i) call += ", " + params[i];
     call += ", M=" + S(op.M) + ", NG=" + S(ng) + ", KG=" + S(op.K) + ", BM=" + S(s.bm) + ", BN=" + S(s.bn) + ", BK=" + S(s.bk) + ", GROUP_M=" + S(s.group_m) +
             ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";

@@ -1,7 +1,8 @@
 // Convolutions generated in Triton as implicit GEMMs (plan `conv`), with the
 // elementwise kernel after them fused in as an epilogue, as GEMMs do.
 //
-// An `nn.Conv{1,2,3}d` or `nn.ConvTranspose{1,2,3}d` (zero padding, any
+// An `nn.Conv{1,2,3}d` or `nn.ConvTranspose{1,2,3}d`, or its functional
+// form `F.conv*` (zero padding, any
 // stride, padding, dilation, groups, output padding, with or without bias) on
 // a float32 input [B, Cin, spatial...] is, for each group g,
 //   C[m, n] = sum_k A[m, k] * B[k, n]
@@ -27,7 +28,8 @@
 
 namespace ax::builtin {
 
-// True when node n is a convolution module the compiler generates; fills
+// True when node n is a convolution the compiler generates (a module, or the
+// functional F.conv{1,2,3}d / F.conv_transpose{1,2,3}d on a weight node); fills
 // op's convolution geometry and its GEMM view (M, N per group, K per group).
 bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out);
 
@@ -35,13 +37,15 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out);
 // group, BK from the reduction length, BM from the output positions.
 GemmSchedule DefaultConvSchedule(const GemmOp& op);
 
-// True when the kernel walks k tap by tap over blocks of input channels,
-// reading the input channels-last (16 or more input channels per group);
-// else k = (channel, tap) is one flattened index over the input as it is.
+// True when the kernel walks k tap by tap over blocks of input channels
+// (16 or more input channels per group), reading the input channels-last, or
+// as it is under plan conv_native; else k = (channel, tap) is one flattened
+// index over the input as it is.
 bool ConvTapMajor(const GemmOp& op);
 
-// The Triton kernel and the launcher `_ax_gemm<k>(x, mod[, the epilogue's
-// other inputs])` for convolution op, as EmitGemm describes.
+// The Triton kernel and the launcher `_ax_gemm<k>(x, weight, bias[, the
+// epilogue's other inputs])` for convolution op (bias None: none), as
+// EmitGemm describes.
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,
                 const Group* epilogue, std::string* src);
 

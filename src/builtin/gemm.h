@@ -36,12 +36,16 @@ struct ConvGeometry {
 struct GemmOp {
   std::string input;   // the node x
   bool linear = true;  // nn.Linear (module) or a matrix product of two tensors (other)
-  std::string module;  // the Linear's (or convolution's) path (its weight and bias)
+  std::string module;  // the Linear's (or convolution module's) path (its weight and bias)
+  std::string weight, bias;  // a functional convolution's weight and bias nodes (bias "": none)
   ConvGeometry conv;   // a convolution (conv.h): M, N and K are per group
   std::string other;   // matmul: the node y
   int64_t M = 0, K = 0, N = 0;
   bool has_bias = false;
   std::vector<int64_t> in_shape, out_shape;
+  // A tap-major convolution reads its input in the input's own (channels-
+  // first) layout instead of a channels-last copy (plan conv_native).
+  bool conv_native = false;
   bool IsConv() const { return conv.dims > 0; }
 };
 

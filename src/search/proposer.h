@@ -13,6 +13,7 @@
 #include "llm/client.h"
 #include "search/prompts.h"
 #include "search/run_store.h"
+#include "search/tree.h"
 
 namespace ax::search {
 
@@ -23,6 +24,8 @@ struct StepContext {
   // Small step: the parent as data (the prompt shows it as text).
   nlohmann::json parent_plan;   // the plan its proposer recorded with it (null: none)
   bool parent_correct = false;  // its verdict was correct
+  // Where the parent's GPU time went, longest kernel first (empty: not profiled).
+  std::vector<Outcome::KernelMs> parent_kernels;
 };
 
 struct Proposal {

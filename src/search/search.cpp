@@ -37,7 +37,10 @@ Outcome OutcomeOf(const Verdict& v) {
   o.runtime_ms = v.runtime_ms.value_or(0.0);
   o.error = Excerpt(v.error, 3000);
   o.flags = v.flags;
-  if (v.profile) o.profile = v.profile->Summary();
+  if (v.profile) {
+    o.profile = v.profile->Summary();
+    for (const auto& k : v.profile->kernels) o.kernels.push_back({k.name, k.ms});
+  }
   return o;
 }
 
@@ -142,6 +145,7 @@ StepContext TaskSearch::Context(int id, bool large) {
     p.parent = Show(id);
     ctx.parent_plan = tree_.node(id).plan;
     ctx.parent_correct = tree_.node(id).outcome.correct;
+    ctx.parent_kernels = tree_.node(id).outcome.kernels;
     for (int k : tree_.RecentPath(id)) {
       if (k != root_) p.path.push_back(Show(k));
     }

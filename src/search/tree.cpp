@@ -106,6 +106,11 @@ json Outcome::ToJson() const {
   json j = {{"status", status}, {"correct", correct}, {"speedup", speedup},
             {"runtime_ms", runtime_ms}, {"error", error}, {"flags", flags}};
   if (!profile.empty()) j["profile"] = profile;
+  if (!kernels.empty()) {
+    json ks = json::array();
+    for (const auto& k : kernels) ks.push_back({k.name, k.ms});
+    j["kernels"] = ks;
+  }
   return j;
 }
 
@@ -118,6 +123,15 @@ Outcome Outcome::FromJson(const json& j) {
   o.runtime_ms = GetNumber(j, "runtime_ms", 0);
   o.error = GetString(j, "error");
   o.profile = GetString(j, "profile");
+  if (auto it = j.find("kernels"); it != j.end()) {
+    if (!it->is_array()) throw std::invalid_argument("'kernels' is not an array");
+    for (const auto& k : *it) {
+      if (!k.is_array() || k.size() != 2 || !k[0].is_string() || !k[1].is_number()) {
+        throw std::invalid_argument("a kernel time is not [name, ms]");
+      }
+      o.kernels.push_back({k[0].get<std::string>(), k[1].get<double>()});
+    }
+  }
   if (auto it = j.find("flags"); it != j.end()) {
     if (!it->is_array()) throw std::invalid_argument("'flags' is not an array");
     for (const auto& f : *it) {

@@ -60,6 +60,13 @@ struct Outcome {
   std::string error;       // short; what a reviser needs to see
   std::vector<std::string> flags;
   std::string profile;     // one line: the GPU profile's summary (empty: not profiled)
+  // The profiled call's GPU kernels, longest first (empty: not profiled).
+  struct KernelMs {
+    std::string name;
+    double ms = 0;
+    bool operator==(const KernelMs&) const = default;
+  };
+  std::vector<KernelMs> kernels;
 
   bool operator==(const Outcome&) const = default;
   nlohmann::json ToJson() const;

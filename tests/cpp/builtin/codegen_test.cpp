@@ -415,6 +415,38 @@ TEST(Proposer, GemmPlansComeFirstAndSmallStepsTuneTheGemm) {
   }
 }
 
+// A small step goes first to the kernel that took most of the parent's GPU
+// time (its profile, by kernel name); library kernels do not count.
+TEST(Proposer, SmallStepsTuneTheParentsSlowestKernelFirst) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(LinearGraph(), &g).ok());
+  auto first_step = [&](std::vector<search::Outcome::KernelMs> times) {
+    BuiltinProposer prop(g, "class Model: pass\n");
+    search::StepContext ctx;
+    ctx.large = true;
+    auto first = prop.Propose(ctx);
+    EXPECT_FALSE(first.source.empty());
+    ctx.large = false;
+    ctx.parent_correct = true;
+    ctx.parent_plan = first.plan;
+    ctx.parent_kernels = std::move(times);
+    auto p = prop.Propose(ctx);
+    Plan a, b;
+    EXPECT_TRUE(Plan::FromJson(first.plan, &a).ok());
+    EXPECT_TRUE(Plan::FromJson(p.plan, &b).ok()) << p.note;
+    std::vector<int> changed;
+    for (int k = 0; k < 2; ++k) {
+      if (!(a.GemmFor(k) == b.GemmFor(k))) changed.push_back(k);
+    }
+    return std::make_pair(changed, p.note);
+  };
+  auto [unprofiled, note0] = first_step({});
+  EXPECT_EQ(unprofiled, std::vector<int>{0}) << note0;
+  auto [profiled, note1] = first_step({{"cudnn_big_kernel", 9.0}, {"_ax_gemm_kernel1", 0.5}, {"_ax_gemm_kernel0", 0.25}});
+  EXPECT_EQ(profiled, std::vector<int>{1}) << note1;
+  EXPECT_NE(note1.find("slowest kernel: GEMM 1"), std::string::npos) << note1;
+}
+
 // The plan travels as data: a proposal carries it, and a small step takes
 // the parent's from the context, not from the source's marker comment.
 TEST(Proposer, SmallStepsTakeTheParentsPlanAsData) {

@@ -110,13 +110,21 @@ TEST(Conv, ConvolutionPlansFollowTheDefault) {
   Plan resolved;
   ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[1], &src, &kernels, &resolved).ok());
   EXPECT_EQ(kernels, 1) << "the relu runs inside the convolution's kernel";
-  EXPECT_NE(src.find("v_relu = _ax_gemm0(v_x, self.conv)"), std::string::npos) << src;
+  EXPECT_NE(src.find("v_relu = _ax_gemm0(v_x, self.conv.weight, self.conv.bias)"), std::string::npos) << src;
   ASSERT_EQ(resolved.gsched.size(), 1u);
   EXPECT_EQ(resolved.gsched[0], DefaultConvSchedule(FormGemms(g, plans[1])[0].second));
+  // The input's other layout (read in place) is the next large step.
+  ASSERT_GE(plans.size(), 3u);
+  EXPECT_TRUE(plans[2].conv && plans[2].conv_native);
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[2], &src, &kernels, &resolved).ok());
+  EXPECT_EQ(src.find("channels-last"), std::string::npos) << src;
+  Plan back;
+  ASSERT_TRUE(Plan::FromJson(resolved.ToJson(), &back).ok());
+  EXPECT_TRUE(back.conv_native);
 }
 
-// The emitted kernel and launcher of one tap-major and one flattened
-// convolution, against tests/golden/ (regenerate with AX_UPDATE_GOLDEN=1).
+// The emitted kernel and launcher of one tap-major convolution (input
+// channels-last, and read in place) and one flattened convolution, against tests/golden/ (regenerate with AX_UPDATE_GOLDEN=1).
 void ExpectGolden(const std::string& name, const std::string& text) {
   const std::string path = std::string(ADAEXPLORE_SOURCE_DIR) + "/tests/golden/" + name;
   if (std::getenv("AX_UPDATE_GOLDEN")) {
@@ -133,12 +141,15 @@ TEST(Conv, EmitsTheGoldenKernels) {
   struct Case {
     const char* golden;
     json graph;
+    bool native = false;
   };
   json t = Attrs(4, 6, {3, 2}, {2, 1}, {1, 0}, {1, 2}, 2, true);
   t["output_padding"] = {1, 0};
   const Case cases[] = {
       {"conv2d_tap_major.txt", ConvGraph(Attrs(16, 32, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true), {32, 16, 3, 3},
                                          {2, 32, 5, 5})},
+      {"conv2d_tap_major_native.txt",
+       ConvGraph(Attrs(16, 32, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true), {32, 16, 3, 3}, {2, 32, 5, 5}), true},
       // (9-1)*2 - 2 + 2 + 1 + 1 = 18, (10-1)*1 - 0 + 2 + 0 + 1 = 12
       {"conv_transpose2d_flat.txt", ConvGraph(t, {4, 3, 3, 2}, {2, 6, 18, 12}, "ConvTranspose2d")},
   };
@@ -147,6 +158,7 @@ TEST(Conv, EmitsTheGoldenKernels) {
     ASSERT_TRUE(ParseGraph(c.graph, &g).ok());
     GemmOp op;
     ASSERT_TRUE(ClassifyConv(g, *g.Find("conv"), &op)) << c.golden;
+    op.conv_native = c.native;
     std::string src;
     ASSERT_TRUE(EmitConv(g, *g.Find("conv"), op, 0, DefaultConvSchedule(op), nullptr, &src).ok());
     ExpectGolden(c.golden, src);

@@ -1201,8 +1201,42 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // The tap-major ones reading their inputs in place.
+  plan.conv_native = true;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "channels-last"), 0u);
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/convs.py", 1);
 }
+// F.conv* calls are convolutions too: their weight and bias are graph values
+// (parameters, or a weight computed in the forward).
+TEST_F(BuiltinJudge, FunctionalConvolutionsAreGenerated) {
+  TaskRef t = Task("tests/corpus/builtin/functional_convs.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  plan.conv = true;
+  const auto convs = FormGemms(g, plan);
+  ASSERT_EQ(convs.size(), 5u);
+  for (const auto& [i, op] : convs) {
+    EXPECT_TRUE(op.IsConv() && op.module.empty() && !op.weight.empty()) << g.nodes[i].name;
+  }
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("torch.conv"), std::string::npos) << src;
+  EXPECT_NE(forward.find("_ax_gemm1(v_x2, v_w2, v_b2)"), std::string::npos) << src;
+  EXPECT_NE(forward.find("_ax_gemm0(v_x1, v_w1, None)"), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  plan.conv_native = true;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
+
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
 }

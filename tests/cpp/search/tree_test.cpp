@@ -663,12 +663,17 @@ TEST_F(PoolTree, JsonRoundTrip) {
   o.flags = {"no_kernel_launch", "pytorch_only"};
   int rej = t.AddChild(C1, StepKind::kLarge, "R", "h:R");
   t.Record(rej, o);
+  Outcome timed = Correct(1.5);
+  timed.kernels = {{"_ax_gemm_kernel1", 0.75}, {"_ax_kernel0", 0.125}};
+  int prof = t.AddChild(C1, StepKind::kSmall, "P", "h:P");
+  t.Record(prof, timed);
 
   json saved = t.ToJson();
   Tree back = Tree::FromJson(json::parse(saved.dump()));
   EXPECT_EQ(back, t);
   EXPECT_EQ(back.ToJson(), saved);
   EXPECT_EQ(back.node(rej).outcome.flags, o.flags);
+  EXPECT_EQ(back.node(prof).outcome.kernels, timed.kernels);
   EXPECT_EQ(back.node(C1).plan, json({{"cuts", {1, 3}}, {"v", 1}}));
   EXPECT_TRUE(back.node(B1).plan.is_null());
   EXPECT_FALSE(back.node(pending).judged);
@@ -715,6 +720,7 @@ TEST(TreeJson, RejectsMalformedInput) {
   EXPECT_TRUE(broken([](json& j) { j["nodes"][2]["depth"] = 5; }));
   EXPECT_TRUE(broken([](json& j) { j["nodes"][2]["visits"] = "many"; }));
   EXPECT_TRUE(broken([](json& j) { j["nodes"][2]["outcome"]["flags"] = "x"; }));
+  EXPECT_TRUE(broken([](json& j) { j["nodes"][2]["outcome"]["kernels"] = json::array({json::array({"k"})}); }));
   EXPECT_TRUE(broken([](json& j) { j["params"]["alpha"] = "half"; }));
   EXPECT_THROW(Tree::FromJson(json{{"format", "nope"}}), std::invalid_argument);
 }
