@@ -4,6 +4,7 @@
 #include "builtin/conv.h"
 #include "builtin/ew_ops.h"
 #include "builtin/gemm.h"
+#include "builtin/pywriter.h"
 #include "builtin/schedule.h"
 
 #include <algorithm>
@@ -234,9 +235,13 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
     }
   }
   const bool small = grp.numel() < kInt32Elements;
+  auto join = [](const std::vector<std::string>& v, const std::string& sep) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+    return s;
+  };
 
-  std::ostringstream kr, ln;
-  std::string kname = "_ax_kernel" + std::to_string(k);
+  const std::string kname = "_ax_kernel" + std::to_string(k);
   std::vector<std::string> params;  // the kernel's runtime arguments
   std::vector<std::string> consts;  // and its constexpr ones (norm feeds: HAS_B<i>)
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
@@ -248,76 +253,86 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       params.push_back("in" + si);
     }
   }
-  for (size_t i = 0; i < grp.outputs.size(); ++i) params.push_back("out" + std::to_string(i));
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < grp.outputs.size(); ++i) outs.push_back("out" + std::to_string(i));
+  params.insert(params.end(), outs.begin(), outs.end());
   params.push_back("n");
-  kr << "@triton.jit\ndef " << kname << "(";
-  for (const auto& p : params) kr << p << ", ";
-  for (const auto& c : consts) kr << c << ": tl.constexpr, ";
-  kr << "BLOCK: tl.constexpr):\n";
-  kr << "    # ops: ";
-  for (size_t j = 0; j < grp.nodes.size(); ++j) kr << (j ? ", " : "") << grp.ops.at(grp.nodes[j]).fn;
-  kr << "; shape " << PyShape(grp.shape) << "\n";
-  if (small) kr << "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n";
-  else kr << "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n";
-  kr << "    mask = offs < n\n";
-  std::map<std::string, std::string> names;  // node -> kernel variable
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    if (auto f = feeds.find(i); f != feeds.end()) {
-      kr << "    # " << grp.inputs[i] << ": " << f->second.op.norm_class << " applied here\n";
-      kr << NormApplyLines(f->second.op, std::to_string(i));
-      names[grp.inputs[i]] = "y" + std::to_string(i);
-      continue;
+
+  PyWriter kr;
+  kr.Line("@triton.jit");
+  {
+    std::string sig;
+    for (const auto& p : params) sig += p + ", ";
+    for (const auto& c : consts) sig += c + ": tl.constexpr, ";
+    auto body = kr.Open("def " + kname + "(" + sig + "BLOCK: tl.constexpr):");
+    std::vector<std::string> fns;
+    for (int idx : grp.nodes) fns.push_back(grp.ops.at(idx).fn);
+    kr.Line("# ops: " + join(fns, ", ") + "; shape " + PyShape(grp.shape));
+    kr.Line(small ? "offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)"
+                  : "offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)");
+    kr.Line("mask = offs < n");
+    std::map<std::string, std::string> names;  // node -> kernel variable
+    for (size_t i = 0; i < grp.inputs.size(); ++i) {
+      const std::string si = std::to_string(i);
+      if (auto f = feeds.find(i); f != feeds.end()) {
+        kr.Line("# " + grp.inputs[i] + ": " + f->second.op.norm_class + " applied here");
+        kr.Text(NormApplyLines(f->second.op, si), 4);
+        names[grp.inputs[i]] = "y" + si;
+        continue;
+      }
+      const Node& in = *g.Find(grp.inputs[i]);
+      names[grp.inputs[i]] = in.is_number ? "in" + si : "x" + si;  // a number is a float32 argument
+      if (!in.is_number) kr.Text(InputLoad(in, grp, i, "x" + si, "mask", ""));
     }
-    const Node& in = *g.Find(grp.inputs[i]);
-    const std::string si = std::to_string(i);
-    names[grp.inputs[i]] = in.is_number ? "in" + si : "x" + si;  // a number is a float32 argument
-    if (!in.is_number) kr << InputLoad(in, grp, i, "x" + si, "mask", "    ");
-  }
-  std::string ops;
-  Status st = RenderGroupOps(g, grp, "    ", &names, &ops);
-  if (!st.ok()) return st;
-  kr << ops;
-  for (size_t i = 0; i < grp.outputs.size(); ++i) {
-    kr << "    tl.store(out" << i << " + offs, " << names.at(grp.outputs[i]) << ", mask=mask)\n";
+    std::string ops;
+    Status st = RenderGroupOps(g, grp, "", &names, &ops);
+    if (!st.ok()) return st;
+    kr.Text(ops);
+    for (size_t i = 0; i < grp.outputs.size(); ++i) {
+      kr.Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=mask)");
+    }
   }
 
   // The launcher: inputs are made contiguous (a no-op when they are), and
   // their shapes must be the traced ones the kernel was specialised to.
   // A norm feed takes the norm's input and module instead of its output.
-  std::string fname = "_ax_launch" + std::to_string(k);
-  ln << "def " << fname << "(";
-  for (size_t i = 0; i < grp.inputs.size(); ++i) ln << (i ? ", " : "") << "in" << i << (feeds.count(i) ? ", mod" + std::to_string(i) : "");
-  ln << "):\n";
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    const Node& in = *g.Find(grp.inputs[i]);
-    auto f = feeds.find(i);
-    if (f == feeds.end()) {
-      ln << InputPrelude(in, i);
-    } else {
-      const std::string si = std::to_string(i);
-      ln << "    assert list(in" << si << ".shape) == " << PyShape(in.shape)
-         << ", \"the kernel was generated for the traced shapes\"\n";
-      ln << "    x" << si << ", mean" << si << ", var" << si << ", w" << si << ", b" << si << ", HAS_B" << si << " = _ax_red"
-         << f->second.k_red << "_stats(in" << si << ", mod" << si << ")\n";
-      ln << "    in" << si << " = x" << si << "\n";
+  PyWriter ln;
+  {
+    std::vector<std::string> args;
+    for (size_t i = 0; i < grp.inputs.size(); ++i) {
+      args.push_back("in" + std::to_string(i) + (feeds.count(i) ? ", mod" + std::to_string(i) : ""));
     }
+    auto body = ln.Open("def _ax_launch" + std::to_string(k) + "(" + join(args, ", ") + "):");
+    for (size_t i = 0; i < grp.inputs.size(); ++i) {
+      const Node& in = *g.Find(grp.inputs[i]);
+      const std::string si = std::to_string(i);
+      auto f = feeds.find(i);
+      if (f == feeds.end()) {
+        ln.Text(InputPrelude(in, i), 4);
+        continue;
+      }
+      ln.Line("assert list(in" + si + ".shape) == " + PyShape(in.shape) +
+              ", \"the kernel was generated for the traced shapes\"");
+      ln.Line("x" + si + ", mean" + si + ", var" + si + ", w" + si + ", b" + si + ", HAS_B" + si + " = _ax_red" +
+              std::to_string(f->second.k_red) + "_stats(in" + si + ", mod" + si + ")");
+      ln.Line("in" + si + " = x" + si);
+    }
+    for (const auto& o : outs) {
+      ln.Line(o + " = torch.empty(" + PyShape(grp.shape) + ", device=in" + std::to_string(first_tensor) +
+              ".device, dtype=" + grp.dtype + ")");
+    }
+    ln.Line("n = out0.numel()");
+    {
+      auto empty = ln.Open("if n == 0:");
+      ln.Line("return " + join(outs, ", "));
+    }
+    ln.Line("BLOCK = " + std::to_string(ks.block));
+    std::string call = kname + "[(triton.cdiv(n, BLOCK),)](";
+    for (const auto& p : params) call += p + ", ";
+    for (const auto& c : consts) call += c + "=" + c + ", ";
+    ln.Line(call + "BLOCK=BLOCK, num_warps=" + std::to_string(ks.warps) + ")");
+    ln.Line("return " + join(outs, ", "));
   }
-  for (size_t i = 0; i < grp.outputs.size(); ++i) {
-    ln << "    out" << i << " = torch.empty(" << PyShape(grp.shape) << ", device=in" << first_tensor
-       << ".device, dtype=" << grp.dtype << ")\n";
-  }
-  ln << "    n = out0.numel()\n";
-  ln << "    if n == 0:\n        return ";
-  for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
-  ln << "\n";
-  ln << "    BLOCK = " << ks.block << "\n";
-  ln << "    " << kname << "[(triton.cdiv(n, BLOCK),)](";
-  for (const auto& p : params) ln << p << ", ";
-  for (const auto& c : consts) ln << c << "=" << c << ", ";
-  ln << "BLOCK=BLOCK, num_warps=" << ks.warps << ")\n";
-  ln << "    return ";
-  for (size_t i = 0; i < grp.outputs.size(); ++i) ln << (i ? ", " : "") << "out" << i;
-  ln << "\n";
   *kernels += kr.str() + "\n\n" + ln.str() + "\n\n";
   return Status::Ok();
 }
@@ -570,7 +585,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
 
   std::vector<std::string> params;
   std::string first_tensor;  // the first tensor input: where constants are rebuilt
-  std::ostringstream body;
+  // The forward's statements, at the depth of `def forward`'s body.
+  PyWriter fwd(2);
+  std::ostringstream body;  // the statement being written
+  auto end_statement = [&] {
+    fwd.Line(body.str());
+    body.str("");
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const std::string v = Var(n.name);
@@ -586,13 +607,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         // the GEMM it reads runs it as its epilogue, launched here
         const size_t gk = ge->second;
         const Node& lin = g.nodes[gemms[gk].first];
-        body << "        ";
         for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
         body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << GemmSecond(gemms[gk].second);
         for (const auto& in : grp.inputs) {
           if (in != lin.name) body << ", " << Var(in);
         }
-        body << ")\n";
+        body << ")";
+        end_statement();
         continue;
       }
       if (auto e = epi_of_group.find(it->second); e != epi_of_group.end()) {
@@ -601,7 +622,6 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         if (const RedEpi& re = epi_of.at(e->second); re.has_pre()) {
           skip_in.insert(groups[re.pre].outputs.begin(), groups[re.pre].outputs.end());
         }
-        body << "        ";
         for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
         body << " = _ax_red" << e->second << "(";
         if (auto p = prologue_of.find(e->second); p != prologue_of.end()) {
@@ -613,11 +633,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         for (const auto& in : grp.inputs) {
           if (!skip_in.count(in)) body << ", " << Var(in);
         }
-        body << ")\n";
+        body << ")";
+        end_statement();
         continue;
       }
       if (inside.count(it->second)) continue;  // computed by the reduction that reads it
-      body << "        ";
       for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
       body << " = _ax_launch" << it->second << "(";
       for (size_t j = 0; j < grp.inputs.size(); ++j) {
@@ -628,7 +648,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
           body << Var(grp.inputs[j]);
         }
       }
-      body << ")\n";
+      body << ")";
+      end_statement();
       continue;
     }
     if (fused.count(static_cast<int>(i)) || absorbed.count(n.name) || fed.count(static_cast<int>(i)) ||
@@ -638,30 +659,34 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (IsDeviceOf(n) && !first_tensor.empty()) {
       // x may live inside a fused kernel (never materialised): every input
       // of a KernelBench forward is on one device.
-      body << "        " << v << " = " << first_tensor << ".device\n";
+      body << v << " = " << first_tensor << ".device";
+      end_statement();
       continue;
     }
     if (unused.count(static_cast<int>(i))) continue;  // rewritten away
     if (auto it = rnorm_of.find(static_cast<int>(i)); it != rnorm_of.end()) {
       const RowNormOp& op = rnorms[it->second].second;
-      body << "        " << v << " = _ax_rnorm" << it->second << "(" << Var(op.input);
+      body << v << " = _ax_rnorm" << it->second << "(" << Var(op.input);
       if (op.weight == RowNormOp::Weight::kNode) body << ", " << Var(op.weight_ref);
       if (op.weight == RowNormOp::Weight::kModule) body << ", " << AttrExpr(op.weight_ref) << ".weight";
-      body << ")\n";
+      body << ")";
+      end_statement();
       continue;
     }
     if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const GemmOp& op = gemms[it->second].second;
-      body << "        " << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << GemmSecond(op) << ")\n";
+      body << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << GemmSecond(op) << ")";
+      end_statement();
       continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && linred_of.count(it->second)) {
       const LinearReduce& lr = s.linreds[linred_of.at(it->second)];
-      body << "        " << v << " = _ax_linred" << linred_of.at(it->second) << "(" << Var(lr.gemm.input) << ", "
+      body << v << " = _ax_linred" << linred_of.at(it->second) << "(" << Var(lr.gemm.input) << ", "
            << AttrExpr(lr.gemm.module);
       for (const auto& o : lr.operands) body << ", " << Var(o);
-      body << ")\n";
+      body << ")";
+      end_statement();
       continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && epi_of.count(it->second)) {
@@ -671,17 +696,18 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       continue;  // computed with its sibling reductions, at the first of them
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && sib_of.count(it->second)) {
-      body << "        " << v;
+      body << v;
       for (size_t m : sib_of.at(it->second)) body << ", " << Var(g.nodes[reds[m].first].name);
       body << " = _ax_red" << it->second << "(";
       const auto& ins = sib_inputs.at(it->second);
       for (size_t j = 0; j < ins.size(); ++j) body << (j ? ", " : "") << Var(ins[j]);
-      body << ")\n";
+      body << ")";
+      end_statement();
       continue;
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end()) {
       const RedOp& op = reds[it->second].second;
-      body << "        " << v << " = _ax_red" << it->second << "(";
+      body << v << " = _ax_red" << it->second << "(";
       if (auto p = prologue_of.find(it->second); p != prologue_of.end()) {
         const Group& grp = groups[p->second];
         for (size_t j = 0; j < grp.inputs.size(); ++j) body << (j ? ", " : "") << Var(grp.inputs[j]);
@@ -690,7 +716,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       }
       if (op.kind == "norm") body << ", " << AttrExpr(op.module);
       if (op.kind == "xent") body << ", " << Var(op.target);
-      body << ")\n";
+      body << ")";
+      end_statement();
       continue;
     }
     std::string args;
@@ -699,18 +726,22 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       // Not an attribute of the model: rebuilt here, on the inputs' device.
       if (n.constant_expr.empty()) return Status::Error("the forward creates a tensor constant too large to inline");
       if (first_tensor.empty()) return Status::Error("a tensor constant in a forward without tensor inputs");
-      body << "        " << v << " = " << n.constant_expr << ".to(" << first_tensor << ".device)\n";
+      body << v << " = " << n.constant_expr << ".to(" << first_tensor << ".device)";
+      end_statement();
     } else if (n.op == "get_attr") {
-      body << "        " << v << " = " << AttrExpr(n.target) << "\n";
+      body << v << " = " << AttrExpr(n.target);
+      end_statement();
     } else if (n.op == "call_module") {
       st = RenderCallArgs(n, 0, &args);
       if (!st.ok()) return st;
-      body << "        " << v << " = " << AttrExpr(n.target) << "(" << args << ")\n";
+      body << v << " = " << AttrExpr(n.target) << "(" << args << ")";
+      end_statement();
     } else if (n.op == "call_function") {
       if (n.callable.empty()) return Status::Error("no Python name for function " + n.target);
       st = RenderCallArgs(n, 0, &args);
       if (!st.ok()) return st;
-      body << "        " << v << " = " << n.callable << "(" << args << ")\n";
+      body << v << " = " << n.callable << "(" << args << ")";
+      end_statement();
     } else if (n.op == "call_method") {
       if (n.args.empty() || !IsIdent(n.target)) return Status::Error("malformed method call " + n.name);
       std::string self;
@@ -718,12 +749,14 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       if (!st.ok()) return st;
       st = RenderCallArgs(n, 1, &args);
       if (!st.ok()) return st;
-      body << "        " << v << " = " << self << "." << n.target << "(" << args << ")\n";
+      body << v << " = " << self << "." << n.target << "(" << args << ")";
+      end_statement();
     } else if (n.op == "output") {
       if (n.args.empty()) return Status::Error("output node without a value");
       st = RenderArg(n.args[0], &args);
       if (!st.ok()) return st;
-      body << "        return " << args << "\n";
+      body << "return " << args;
+      end_statement();
     } else {
       return Status::Error("unknown node kind " + n.op);
     }
@@ -744,7 +777,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   out << kernel_src;
   out << "class ModelNew(Model):\n    def forward(self";
   for (const auto& p : params) out << ", " << p;
-  out << "):\n" << body.str();
+  out << "):\n" << fwd.str();
   *source = out.str();
   if (resolved) *resolved = written;
   return Status::Ok();

@@ -448,12 +448,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     std::string lines;
     Status st = EmitAccumulatorStore(g, epi, self, "", &lines);
     if (!st.ok()) return st;
-    size_t at = 0;
-    while (at < lines.size()) {
-      const size_t nl = lines.find('\n', at);
-      w.Line(lines.substr(at, nl - at));
-      at = nl + 1;
-    }
+    w.Text(lines);
   }
 
   PyWriter l;
@@ -486,13 +481,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
         if (i != self) prelude += InputPrelude(*g.Find(epi->inputs[i]), i);
       }
     }
-    size_t at = 0;
-    while (at < prelude.size()) {  // InputPrelude's lines are 4 spaces deep
-      const size_t nl = prelude.find('\n', at);
-      std::string line = prelude.substr(at, nl - at);
-      l.Line(line.rfind("    ", 0) == 0 ? line.substr(4) : line);
-      at = nl + 1;
-    }
+    l.Text(prelude, 4);  // InputPrelude's lines are 4 spaces deep
     for (const auto& o : outputs) {
       l.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
     }

@@ -36,6 +36,22 @@ class PyWriter {
     Line(header);
     return Block(this);
   }
+  // Lines of text written by an older generator at a fixed indentation:
+  // each loses `strip` leading spaces (where it has them) and is written at
+  // the current indentation, so its relative nesting is kept.
+  PyWriter& Text(const std::string& text, size_t strip = 0) {
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t nl = text.find('\n', at);
+      if (nl == std::string::npos) nl = text.size();
+      std::string line = text.substr(at, nl - at);
+      size_t lead = 0;
+      while (lead < strip && lead < line.size() && line[lead] == ' ') ++lead;
+      Line(line.substr(lead));
+      at = nl + 1;
+    }
+    return *this;
+  }
   const std::string& str() const { return out_; }
 
  private:
