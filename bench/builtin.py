@@ -26,7 +26,8 @@ why: most of its time in library kernels it does not generate (the largest named
 or memory-bound at its fraction of the peak. Where the search judged generated convolutions (plan
 `conv`) and plans that leave them to cuDNN, the row compares the fastest correct candidate of each
 (`conv generated A ms vs cuDNN plans B ms (B/A x)`, search-time medians), and the aggregates list
-the tasks where cuDNN stays faster.
+the tasks where cuDNN stays faster. Per level, the aggregates also give the median share of the GPU
+time in generated kernels over the profiled correct tasks, and on how many it is at least 0.70.
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
 its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
 short?)". All rows go to OUT/bench_builtin.jsonl, the aggregates to OUT/bench_builtin_summary.json.
@@ -416,6 +417,7 @@ def task_row(name, path, summary, store_entry):
     return row
 
 
+GENERATED_TARGET = 0.70  # a network counts as generated when its kernels take this share of the GPU time
 GENERATED_PREFIX = "_ax_"  # the builtin compiler's kernels; anything else is a library's (cuDNN, cuBLAS, ATen)
 ROOFLINE_CATEGORIES = ("conv", "matmul", "network/attention")
 
@@ -553,6 +555,16 @@ def aggregate(rows, compile_baseline=True):
         "with_profile": len(ff), "median_flops_fraction": statistics.median(ff) if ff else None,
         "slower": [{"task": r["task"], "why": r["loses_because"]} for r in keep if r.get("loses_because")],
     }
+    # How much of each correct kernel's GPU time runs in generated kernels, per level (a network's
+    # operators that stay PyTorch calls show here).
+    agg["generated_share"] = {}
+    for level in sorted({r["level"] for r in keep}):
+        sh = sorted(r["roofline"]["generated_share"] for r in keep
+                    if r["level"] == level and r.get("correct") and (r.get("roofline") or {}).get("generated_share") is not None)
+        if sh:
+            agg["generated_share"][level] = {
+                "with_profile": len(sh), "median": statistics.median(sh),
+                "at_least_0_70": sum(1 for s in sh if s >= GENERATED_TARGET)}
     # Generated convolutions against the cuDNN plans of the same search.
     cv = [r for r in keep if r.get("conv_vs_cudnn")]
     agg["conv_vs_cudnn"] = {
@@ -641,6 +653,9 @@ def print_aggregates(agg, meta):
             mm["with_profile"], mm["median_flops_fraction"]))
     for s in mm.get("slower", []):
         print("  slower than the baseline: %s: %s" % (s["task"], s["why"]))
+    for level, s in (agg.get("generated_share") or {}).items():
+        print("%-8s share of GPU time in generated kernels over %d profiled: median %.2f, >= %.2f: %d/%d" % (
+            level, s["with_profile"], s["median"], GENERATED_TARGET, s["at_least_0_70"], s["with_profile"]))
     cv = agg.get("conv_vs_cudnn") or {}
     if cv.get("tasks"):
         print("generated convolutions vs the cuDNN plans of the same search (cuDNN time / generated time): "

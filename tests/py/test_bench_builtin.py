@@ -411,7 +411,7 @@ def _profiled(kernels, bound="compute", flops_fraction=0.3, tflops=15.0):
                          "bandwidth_fraction": 0.2, "gbps": 800.0, "peak_gbps": 4000.0}}
 
 
-def test_roofline_and_why_a_convolution_loses(bb, tmp_path):
+def test_roofline_and_why_a_convolution_loses(bb, tmp_path, capsys):
     """GEMM/conv rows carry the best verdict's roofline; one slower than torch.compile says why."""
     def summary(name, kernels, compile_speedup, **roof):
         return {"task": name, "status": "found", "best_node": 1, "runtime_ms": 1.0,
@@ -438,6 +438,10 @@ def test_roofline_and_why_a_convolution_loses(bb, tmp_path):
     assert agg["matmul_roofline"]["with_profile"] == 3
     assert agg["matmul_roofline"]["median_flops_fraction"] == pytest.approx(0.42)
     assert [s["task"] for s in agg["matmul_roofline"]["slower"]] == ["63_Conv2d_ReLU", "12_Gemm_Add"]
+    # The share of GPU time in generated kernels, per level: 0.3, 1.0 and 1.0.
+    assert agg["generated_share"]["level2"] == {"with_profile": 3, "median": pytest.approx(1.0), "at_least_0_70": 2}
+    bb.print_aggregates(agg, {})
+    assert "share of GPU time in generated kernels over 3 profiled: median 1.00, >= 0.70: 2/3" in capsys.readouterr().out
 
 
 def test_generated_convolutions_against_the_cudnn_plans(bb, tmp_path):
