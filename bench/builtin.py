@@ -26,7 +26,8 @@ why: most of its time in library kernels it does not generate (the largest named
 or memory-bound at its fraction of the peak. Where the search judged generated convolutions (plan
 `conv`) and plans that leave them to cuDNN, the row compares the fastest correct candidate of each
 (`conv generated A ms vs cuDNN plans B ms (B/A x)`, search-time medians), and the aggregates list
-the tasks where cuDNN stays faster. Per level, the aggregates also give the median share of the GPU
+the tasks where cuDNN stays faster, with where the generated candidate loses (its convolution
+kernels against cuDNN's, or its other kernels) where the search profiled both. Per level, the aggregates also give the median share of the GPU
 time in generated kernels over the profiled correct tasks, and on how many it is at least 0.70.
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
 its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
@@ -463,22 +464,50 @@ def loses_because(row):
     return ""
 
 
+def _conv_split(kernels):
+    """A profiled candidate's GPU time (its node's `outcome.kernels`, [name, ms] pairs) split into
+    its convolutions (generated `_ax_gemm_kernel*`, or a library's: cuDNN/CUTLASS names with conv,
+    fprop, dgrad, xmma or implicit) and everything else; None without kernels."""
+    if not kernels:
+        return None
+    conv = other = 0.0
+    for k in kernels:
+        name, ms = (k[0], k[1]) if isinstance(k, (list, tuple)) else (k.get("name", ""), k.get("ms", 0))
+        low = str(name).lower()
+        if low.startswith("_ax_gemm_kernel") or (not low.startswith(GENERATED_PREFIX) and any(
+                w in low for w in ("conv", "fprop", "dgrad", "xmma", "implicit"))):
+            conv += ms
+        else:
+            other += ms
+    return conv, other
+
+
 def conv_vs_cudnn(tree):
     """For a task whose search judged generated convolutions (plan `conv`): the fastest correct such
     candidate's time against the fastest correct one that leaves them to cuDNN, as
     {"generated_ms", "cudnn_ms", "ratio" (cudnn / generated)}; None when either side has none.
-    Times are the search's judged medians (not the final re-timing)."""
+    Times are the search's judged medians (not the final re-timing). Where both candidates were
+    profiled (their nodes keep `outcome.kernels`), "why" says where the generated one loses: its
+    convolution kernels against cuDNN's, or the rest (layout copies, epilogues)."""
     best = {True: None, False: None}
     for n in (tree or {}).get("nodes", []):
         o, plan = n.get("outcome") or {}, n.get("plan")
         if n.get("kind") == "root" or not isinstance(plan, dict) or not o.get("correct") or not o.get("runtime_ms"):
             continue
         k = bool(plan.get("conv"))
-        if best[k] is None or o["runtime_ms"] < best[k]:
-            best[k] = o["runtime_ms"]
+        if best[k] is None or o["runtime_ms"] < best[k]["runtime_ms"]:
+            best[k] = o
     if best[True] is None or best[False] is None:
         return None
-    return {"generated_ms": best[True], "cudnn_ms": best[False], "ratio": best[False] / best[True]}
+    out = {"generated_ms": best[True]["runtime_ms"], "cudnn_ms": best[False]["runtime_ms"],
+           "ratio": best[False]["runtime_ms"] / best[True]["runtime_ms"]}
+    gen, lib = _conv_split(best[True].get("kernels")), _conv_split(best[False].get("kernels"))
+    if gen and lib and out["ratio"] < 1.0:
+        if gen[0] > lib[0]:
+            out["why"] = "its convolution kernels take %.4g ms against cuDNN's %.4g ms" % (gen[0], lib[0])
+        else:
+            out["why"] = "its other kernels (layout copies, epilogues) take %.4g ms against %.4g ms" % (gen[1], lib[1])
+    return out
 
 
 def add_bandwidth(row, copy_bps):
@@ -570,7 +599,8 @@ def aggregate(rows, compile_baseline=True):
     agg["conv_vs_cudnn"] = {
         "tasks": len(cv), "geomean_ratio": geomean(r["conv_vs_cudnn"]["ratio"] for r in cv) if cv else None,
         "faster": sum(1 for r in cv if r["conv_vs_cudnn"]["ratio"] > 1.0),
-        "lose": [{"task": r["task"], "ratio": r["conv_vs_cudnn"]["ratio"]}
+        "lose": [dict({"task": r["task"], "ratio": r["conv_vs_cudnn"]["ratio"]},
+                      **({"why": r["conv_vs_cudnn"]["why"]} if r["conv_vs_cudnn"].get("why") else {}))
                  for r in sorted(cv, key=lambda r: r["conv_vs_cudnn"]["ratio"]) if r["conv_vs_cudnn"]["ratio"] <= 1.0],
     }
     return agg
@@ -661,7 +691,7 @@ def print_aggregates(agg, meta):
         print("generated convolutions vs the cuDNN plans of the same search (cuDNN time / generated time): "
               "%d tasks, geomean %.2fx, faster on %d" % (cv["tasks"], cv["geomean_ratio"], cv["faster"]))
         for s in cv["lose"]:
-            print("  loses to cuDNN: %s (%.2fx)" % (s["task"], s["ratio"]))
+            print("  loses to cuDNN: %s (%.2fx)%s" % (s["task"], s["ratio"], ": " + s["why"] if s.get("why") else ""))
     sys.stdout.flush()
 
 

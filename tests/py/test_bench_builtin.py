@@ -469,3 +469,29 @@ def test_generated_convolutions_against_the_cudnn_plans(bb, tmp_path):
     assert agg["tasks"] == 2 and agg["faster"] == 1
     assert agg["geomean_ratio"] == pytest.approx(math.sqrt(1.5))
     assert agg["lose"] == [{"task": "1_Conv2d_ReLU", "ratio": 0.5}]
+
+
+def test_why_a_generated_convolution_loses_to_cudnn(bb, tmp_path, capsys):
+    """Where both candidates were profiled (outcome.kernels), the comparison says whether the
+    convolution kernel itself or the rest of the generated candidate is slower."""
+    def node(i, conv, ms, kernels):
+        plan = {"v": 1, "gemm": [[64, 64, 32, 8, 4, 3]], "conv": True} if conv else {"v": 1}
+        return {"id": i, "kind": "large", "plan": plan,
+                "outcome": {"correct": True, "runtime_ms": ms, "status": "ok", "kernels": kernels}}
+    summary = {"task": "1_Conv2d_ReLU", "status": "found", "best_node": 2, "runtime_ms": 2.0,
+               "speedup": {"eager": 1.1, "compile": 1.0}}
+    slow_kernel = {"nodes": [node(1, True, 4.0, [["_ax_gemm_kernel0", 3.5], ["elementwise_kernel", 0.4]]),
+                             node(2, False, 2.0, [["sm90_xmma_fprop_implicit_gemm_f32", 1.6], ["_ax_kernel0", 0.3]])]}
+    r = bb.task_row("1_Conv2d_ReLU", tmp_path / "level2" / "1_Conv2d_ReLU.py", summary, {"tree": slow_kernel})
+    assert r["conv_vs_cudnn"]["why"] == "its convolution kernels take 3.5 ms against cuDNN's 1.6 ms"
+    slow_copy = {"nodes": [node(1, True, 2.5, [["_ax_gemm_kernel0", 1.2], ["elementwise_kernel", 1.2]]),
+                           node(2, False, 2.0, [["cudnn_conv_kernel", 1.6], ["_ax_kernel0", 0.3]])]}
+    r2 = bb.task_row("2_Conv", tmp_path / "level2" / "2_Conv.py", dict(summary, task="2_Conv"), {"tree": slow_copy})
+    assert r2["conv_vs_cudnn"]["why"] == "its other kernels (layout copies, epilogues) take 1.2 ms against 0.3 ms"
+    unprofiled = {"nodes": [node(1, True, 4.0, []), node(2, False, 2.0, [])]}
+    r3 = bb.task_row("3_Conv", tmp_path / "level2" / "3_Conv.py", dict(summary, task="3_Conv"), {"tree": unprofiled})
+    assert "why" not in r3["conv_vs_cudnn"]
+    for x in (r, r2, r3):
+        x["degenerate"] = False
+    bb.print_aggregates(bb.aggregate([r, r2, r3]), {})
+    assert "loses to cuDNN: 1_Conv2d_ReLU (0.50x): its convolution kernels take 3.5 ms" in capsys.readouterr().out
