@@ -471,7 +471,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
                 int* kernels, Plan* resolved) {
   const FusedSchedule s = Schedule(g, plan);
   if (s.groups.empty() && s.reds.empty() && s.gemms.empty() && s.rnorms.empty()) {
-    return Status::Error("nothing to fuse: every operator stays a library call");
+    return Status::Error(StatusCode::kUnsupported, "nothing to fuse: every operator stays a library call");
   }
   if (kernels) *kernels = s.TritonKernels();
   const auto& groups = s.groups;

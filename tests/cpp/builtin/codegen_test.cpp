@@ -301,6 +301,7 @@ TEST(Codegen, NothingToFuseIsAnError) {
   Status s = Generate(g, "", Plan(), &src);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("nothing to fuse"), std::string::npos);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << "a valid graph the compiler does not handle, not a failure";
 }
 
 TEST(Plan, MarkerErrors) {
