@@ -7,6 +7,7 @@
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
 #include "builtin/reduce.h"
+#include "test_graphs.h"
 
 namespace ax::builtin {
 namespace {
@@ -313,13 +314,8 @@ TEST(Plan, MarkerErrors) {
 
 // x [6, 40] -> Linear(40, 24) -> relu -> * 2, and a second Linear read twice.
 json LinearGraph() {
-  json lin = {{"class", "Linear"},
-              {"attrs", {{"in_features", 40}, {"out_features", 24}, {"bias", true}}},
-              {"params", {{"weight", {{"shape", {24, 40}}, {"dtype", "torch.float32"}}},
-                          {"bias", {{"shape", {24}}, {"dtype", "torch.float32"}}}}}};
-  json lin2 = {{"class", "Linear"},
-               {"attrs", {{"in_features", 24}, {"out_features", 24}, {"bias", false}}},
-               {"params", {{"weight", {{"shape", {24, 24}}, {"dtype", "torch.float32"}}}}}};
+  json lin = test_graphs::LinearModule(40, 24, true);
+  json lin2 = test_graphs::LinearModule(24, 24, false);
   json nodes = json::array();
   nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({6, 40})}});
   nodes.push_back({{"name", "fc"}, {"op", "call_module"}, {"target", "fc"}, {"module", lin}, {"args", {N("x")}},

@@ -5,6 +5,7 @@
 
 #include "builtin/codegen.h"
 #include "builtin/schedule.h"
+#include "test_graphs.h"
 
 namespace ax::builtin {
 namespace {
@@ -56,13 +57,8 @@ json RowSumGraph(int64_t R, int64_t C, bool sibling = false) {
 
 // x [6, 40] -> Linear(40, 24) -> relu -> * 2 -> Linear(24, 24).
 json LinearGraph() {
-  json lin = {{"class", "Linear"},
-              {"attrs", {{"in_features", 40}, {"out_features", 24}, {"bias", true}}},
-              {"params", {{"weight", {{"shape", {24, 40}}, {"dtype", "torch.float32"}}},
-                          {"bias", {{"shape", {24}}, {"dtype", "torch.float32"}}}}}};
-  json lin2 = {{"class", "Linear"},
-               {"attrs", {{"in_features", 24}, {"out_features", 24}, {"bias", false}}},
-               {"params", {{"weight", {{"shape", {24, 24}}, {"dtype", "torch.float32"}}}}}};
+  json lin = test_graphs::LinearModule(40, 24, true);
+  json lin2 = test_graphs::LinearModule(24, 24, false);
   json nodes = json::array();
   nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({6, 40})}});
   nodes.push_back({{"name", "fc"}, {"op", "call_module"}, {"target", "fc"}, {"module", lin}, {"args", {N("x")}},
