@@ -19,6 +19,7 @@ std::string Describe(const Plan& p) {
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
   if (p.conv && p.conv_native) s += ", their inputs read in place (no channels-last copy)";
+  if (p.attention) s += ", attention as flash-style Triton kernels (split-TF32, online softmax)";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
@@ -100,6 +101,11 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     native.conv_native = true;
     plans.push_back(native);
   }
+  // Attention: scaled_dot_product_attention generated, with the GEMMs where
+  // there are any (a transformer block's projections).
+  Plan with_attention = FormGemms(graph_, with_gemm).empty() ? Plan() : with_gemm;
+  with_attention.attention = true;
+  if (!FormAttentions(graph_, with_attention).empty()) plans.push_back(with_attention);
   // Row norms: each further strategy that applies, as a large step (the
   // default plan above took the first).
   const auto rnorms = FormRowNorms(graph_, Plan());
@@ -298,6 +304,39 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const std::optional<KernelR
                    std::to_string(c.group_m) + ")";
           return true;
         }
+      }
+    }
+  }
+  // Attention: BM, BN, warps or stages of one attention kernel, doubled or halved.
+  const auto attns = FormAttentions(graph, parent);
+  for (size_t k = 0; k < attns.size(); ++k) {
+    if (!wants({KernelKind::kAttention}, k)) continue;
+    const AttentionSchedule cur = AttentionScheduleFor(parent, k, attns[k].second);
+    std::vector<std::pair<std::string, AttentionSchedule>> cands;
+    for (auto [knob, field] : {std::pair{"BM", &AttentionSchedule::bm}, std::pair{"BN", &AttentionSchedule::bn},
+                               std::pair{"warps", &AttentionSchedule::warps}}) {
+      for (int f : {2, -2}) {
+        AttentionSchedule c = cur;
+        c.*field = f > 0 ? cur.*field * f : cur.*field / -f;
+        cands.push_back({knob, c});
+      }
+    }
+    for (int d : {1, -1}) {
+      AttentionSchedule c = cur;
+      c.stages += d;
+      cands.push_back({"stages", c});
+    }
+    for (const auto& [knob, c] : cands) {
+      if (!c.Valid()) continue;
+      Plan q = parent;
+      q.asched.resize(attns.size());
+      for (size_t j = 0; j < attns.size(); ++j) q.asched[j] = AttentionScheduleFor(parent, j, attns[j].second);
+      q.asched[k] = c;
+      if (TryPlan(q, &p, &error)) {
+        p.note = "builtin: attention " + std::to_string(k) + " " + knob + " changed (BM " + std::to_string(c.bm) +
+                 ", BN " + std::to_string(c.bn) + ", warps " + std::to_string(c.warps) + ", stages " +
+                 std::to_string(c.stages) + ")";
+        return true;
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "builtin/codegen.h"
 
+#include "builtin/attention.h"
 #include "builtin/ewgen.h"
 #include "builtin/conv.h"
 #include "builtin/ew_ops.h"
@@ -470,7 +471,7 @@ Status MakeSiblingPrologue(const Graph& g, const std::vector<const Group*>& pro,
 Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
                 int* kernels, Plan* resolved) {
   const FusedSchedule s = Schedule(g, plan);
-  if (s.groups.empty() && s.reds.empty() && s.gemms.empty() && s.rnorms.empty()) {
+  if (s.groups.empty() && s.reds.empty() && s.gemms.empty() && s.rnorms.empty() && s.attns.empty()) {
     return Status::Error(StatusCode::kUnsupported, "nothing to fuse: every operator stays a library call");
   }
   if (kernels) *kernels = s.TritonKernels();
@@ -493,7 +494,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   const Plan& written = s.resolved;
 
   // Where each generated operation sits in the forward.
-  std::map<int, size_t> red_of, gemm_of, rnorm_of;  // node -> its index
+  std::map<int, size_t> red_of, gemm_of, rnorm_of, attn_of;  // node -> its index
   std::set<std::string> absorbed;  // nodes a reduction replaces (max/min before [0])
   for (size_t k = 0; k < reds.size(); ++k) {
     red_of[reds[k].first] = k;
@@ -501,6 +502,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   }
   for (size_t k = 0; k < gemms.size(); ++k) gemm_of[gemms[k].first] = k;
   for (size_t k = 0; k < rnorms.size(); ++k) rnorm_of[rnorms[k].first] = k;
+  for (size_t k = 0; k < s.attns.size(); ++k) attn_of[s.attns[k].first] = k;
   std::map<int, size_t> last_of;  // the last node of a group -> the group
   std::set<int> fused;
   for (size_t k = 0; k < groups.size(); ++k) {
@@ -525,6 +527,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       case KernelKind::kConvolution:
         st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
                       fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src);
+        break;
+      case KernelKind::kAttention:
+        st = EmitAttention(s.attns[k].second, k, written.asched[k], &kernel_src);
         break;
       case KernelKind::kLinearReduction:
         kernel_src += EmitLinearReduce(g, s.linreds[linred_of.at(k)], reds[k].second, linred_of.at(k));
@@ -670,6 +675,12 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       if (op.weight == RowNormOp::Weight::kNode) body << ", " << Var(op.weight_ref);
       if (op.weight == RowNormOp::Weight::kModule) body << ", " << AttrExpr(op.weight_ref) << ".weight";
       body << ")";
+      end_statement();
+      continue;
+    }
+    if (auto it = attn_of.find(static_cast<int>(i)); it != attn_of.end()) {
+      const AttentionOp& op = s.attns[it->second].second;
+      body << v << " = _ax_attn" << it->second << "(" << Var(op.q) << ", " << Var(op.k) << ", " << Var(op.v) << ")";
       end_statement();
       continue;
     }

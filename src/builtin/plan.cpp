@@ -28,6 +28,11 @@ json Plan::ToJson() const {
     if (conv) j["conv"] = true;
     if (conv && conv_native) j["conv_native"] = true;
   }
+  if (attention) {
+    json a = json::array();
+    for (const auto& k : asched) a.push_back(k.ToJson());
+    j["attention"] = a;
+  }
   if (!nsched.empty()) {
     json r = json::array();
     for (const auto& k : nsched) r.push_back(k.ToJson());
@@ -77,6 +82,15 @@ Status Plan::FromJson(const json& j, Plan* out) {
       }
       p.conv = j.value("conv", false);
       p.conv_native = p.conv && j.value("conv_native", false);
+    }
+    if (j.contains("attention")) {
+      p.attention = true;
+      if (!j.at("attention").is_array()) return Status::Error("plan has a malformed attention schedule");
+      for (const auto& k : j.at("attention")) {
+        AttentionSchedule a;
+        if (Status s = AttentionSchedule::FromJson(k, &a); !s.ok()) return s;
+        p.asched.push_back(a);
+      }
     }
     for (const auto& k : j.value("rownorm", json::array())) {
       RowNormSchedule r;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "builtin/attention.h"
 #include "builtin/fuse.h"
 #include "builtin/gemm.h"
 #include "builtin/reduce.h"
@@ -56,6 +57,10 @@ struct Plan {
   // input per call, less contiguous tile loads. Set only with conv.
   bool conv_native = false;
   std::vector<GemmSchedule> gsched;  // per GEMM or convolution, in order
+  // scaled_dot_product_attention calls become flash-style Triton kernels
+  // (attention.h), each with its tile configuration (missing: the default).
+  bool attention = false;
+  std::vector<AttentionSchedule> asched;
   // Safe algebraic rewrites (see CountLinearReductions).
   bool algebra = false;
   GemmSchedule GemmFor(size_t k) const { return k < gsched.size() ? gsched[k] : GemmSchedule(); }

@@ -338,6 +338,20 @@ std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan) 
   return out;
 }
 
+std::vector<std::pair<int, AttentionOp>> FormAttentions(const Graph& g, const Plan& plan) {
+  std::vector<std::pair<int, AttentionOp>> out;
+  if (!plan.attention) return out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    AttentionOp op;
+    if (ClassifyAttention(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
+  }
+  return out;
+}
+
+AttentionSchedule AttentionScheduleFor(const Plan& plan, size_t k, const AttentionOp& op) {
+  return k < plan.asched.size() ? plan.asched[k] : DefaultAttentionSchedule(op);
+}
+
 GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op) {
   if (k < plan.gsched.size()) return plan.gsched[k];
   return op.IsConv() ? DefaultConvSchedule(op) : GemmSchedule();
@@ -357,6 +371,7 @@ const char* KernelKindName(KernelKind k) {
     case KernelKind::kReduction: return "reduction";
     case KernelKind::kSiblings: return "sibling reductions";
     case KernelKind::kLinearReduction: return "linear reduction";
+    case KernelKind::kAttention: return "attention";
   }
   return "?";
 }
@@ -381,6 +396,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   s.reds = FormReductions(g, plan);
   s.gemms = FormGemms(g, plan);
   s.rnorms = FormRowNorms(g, plan);
+  s.attns = FormAttentions(g, plan);
   const auto& groups = s.groups;
   const auto& reds = s.reds;
 
@@ -457,6 +473,8 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   }
   w.gsched.resize(s.gemms.size());
   for (size_t k = 0; k < s.gemms.size(); ++k) w.gsched[k] = GemmScheduleFor(plan, k, s.gemms[k].second);
+  w.asched.resize(s.attns.size());
+  for (size_t k = 0; k < s.attns.size(); ++k) w.asched[k] = AttentionScheduleFor(plan, k, s.attns[k].second);
   w.nsched.resize(s.rnorms.size());
   for (size_t k = 0; k < s.rnorms.size(); ++k) w.nsched[k] = RowNormFor(plan, k, s.rnorms[k].second);
 
@@ -481,6 +499,9 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
     FusedKernel fk = kernel(s.gemms[k].second.IsConv() ? KernelKind::kConvolution : KernelKind::kGemm, k, s.gemms[k].first);
     if (auto e = s.epilogue_of.find(k); e != s.epilogue_of.end()) fk.epilogue.push_back(e->second);
     s.kernels.push_back(std::move(fk));
+  }
+  for (size_t k = 0; k < s.attns.size(); ++k) {
+    s.kernels.push_back(kernel(KernelKind::kAttention, k, s.attns[k].first));
   }
   for (size_t k = 0; k < reds.size(); ++k) {
     if (s.follower.count(k)) continue;
@@ -530,6 +551,7 @@ std::optional<KernelRef> KernelOfName(const FusedSchedule& s, const std::string&
     return launched(s.gemms[*k].second.IsConv() ? KernelKind::kConvolution : KernelKind::kGemm, *k);
   }
   if (auto k = IndexAfter(name, "_ax_rnorm")) return launched(KernelKind::kRowNorm, *k);
+  if (auto k = IndexAfter(name, "_ax_attn_kernel")) return launched(KernelKind::kAttention, *k);
   if (auto k = IndexAfter(name, "_ax_red")) {
     if (auto r = launched(KernelKind::kReduction, *k)) return r;
     return launched(KernelKind::kSiblings, *k);

@@ -66,6 +66,7 @@ enum class KernelKind {
   kReduction,        // a reduction or normalisation (index: the reduction)
   kSiblings,         // reductions sharing one kernel (index: the first of them)
   kLinearReduction,  // a reduction rewritten as a matrix-vector product: torch calls, no Triton kernel
+  kAttention,        // scaled_dot_product_attention (index: the attention)
 };
 const char* KernelKindName(KernelKind k);
 
@@ -89,6 +90,7 @@ struct FusedSchedule {
   std::vector<std::pair<int, RedOp>> reds;
   std::vector<std::pair<int, GemmOp>> gemms;  // those the algebra removed are not here
   std::vector<std::pair<int, RowNormOp>> rnorms;
+  std::vector<std::pair<int, AttentionOp>> attns;
   std::vector<LinearReduce> linreds;
 
   std::map<size_t, size_t> linred_of;  // reduction -> rewrite
@@ -124,7 +126,8 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan);
 // A scheduled kernel as a GPU profile names its Triton kernels:
 // `_ax_kernel<k>` (pointwise group k), `_ax_red<k>...` (reduction k, or the
 // sibling reductions led by k), `_ax_gemm_kernel<k>` (GEMM or convolution k),
-// `_ax_rnorm<k>...` (row norm k). Other names (library kernels) are none.
+// `_ax_rnorm<k>...` (row norm k), `_ax_attn_kernel<k>` (attention k). Other
+// names (library kernels) are none.
 struct KernelRef {
   KernelKind kind = KernelKind::kPointwise;
   size_t index = 0;
@@ -146,6 +149,11 @@ std::vector<std::pair<int, GemmOp>> FormGemms(const Graph& g, const Plan& plan);
 
 // The tile configuration plan gives GEMM or convolution k (op): its own, or the default.
 GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op);
+
+// The attention calls generated under plan (none unless plan.attention): (node index, operator).
+std::vector<std::pair<int, AttentionOp>> FormAttentions(const Graph& g, const Plan& plan);
+// The tile configuration plan gives attention k (op): its own, or the default.
+AttentionSchedule AttentionScheduleFor(const Plan& plan, size_t k, const AttentionOp& op);
 
 // The row norms generated under plan: (node index, operator).
 std::vector<std::pair<int, RowNormOp>> FormRowNorms(const Graph& g, const Plan& plan);

@@ -684,7 +684,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/reduce_prologues.py", "tests/corpus/builtin/softmax_rows.py",
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
                           "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
-                          "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py"}) {
+                          "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
+                          "tests/corpus/builtin/attention.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1235,6 +1236,42 @@ TEST_F(BuiltinJudge, FunctionalConvolutionsAreGenerated) {
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
+
+// scaled_dot_product_attention as one flash-style kernel per call: causal
+// and not, L < S and L > S, Ev != E; two tile configurations.
+TEST_F(BuiltinJudge, AttentionIsOneFlashKernelPerCall) {
+  TaskRef t = Task("tests/corpus/builtin/attention.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  EXPECT_TRUE(FormAttentions(g, plan).empty()) << "attention only under plan.attention";
+  plan.attention = true;
+  const auto attns = FormAttentions(g, plan);
+  ASSERT_EQ(attns.size(), 4u);
+  EXPECT_TRUE(attns[0].second.causal);
+  EXPECT_FALSE(attns[1].second.causal);
+  EXPECT_DOUBLE_EQ(attns[1].second.scale, 0.3);
+  EXPECT_EQ(attns[3].second.L, 37);
+  EXPECT_EQ(attns[3].second.S, 19);
+  std::string src;
+  int kernels = 0;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, &kernels).ok());
+  EXPECT_EQ(kernels, 5) << src;  // four attentions and relu * 2
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("_nn.scaled_dot_product_attention("), std::string::npos) << src;
+  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 8u);
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  plan.asched.assign(4, AttentionSchedule{16, 16, 2, 1});
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // The proposer offers it as a large step.
+  BuiltinProposer prop(g, t.source);
+  bool offered = false;
+  for (const Plan& p : prop.LargePlans()) offered = offered || p.attention;
+  EXPECT_TRUE(offered);
 }
 
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
