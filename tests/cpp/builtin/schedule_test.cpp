@@ -3,6 +3,8 @@
 // configurations) out, and the counts the proposer plans with.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "builtin/codegen.h"
 #include "builtin/schedule.h"
 #include "test_graphs.h"
@@ -184,6 +186,53 @@ TEST(Schedule, ProfiledKernelNamesMapToScheduledKernels) {
             (KernelRef{KernelKind::kReduction, 0}));
   EXPECT_EQ(SlowestKernel(s, {{"_ax_kernel1", 0.5}, {"_ax_red0_kernel", 0.2}}), (KernelRef{KernelKind::kPointwise, 1}));
   EXPECT_FALSE(SlowestKernel(s, {{"sgemm", 9.0}}));
+}
+
+// q, k, v [2, 3, 16, 8] -> scaled_dot_product_attention (causal) -> * 2.
+json AttentionGraph() {
+  json nodes = json::array();
+  for (const char* n : {"q", "k", "v"}) {
+    nodes.push_back({{"name", n}, {"op", "placeholder"}, {"target", n}, {"args", json::array()}, {"out", T({2, 3, 16, 8})}});
+  }
+  json sdpa = Fn("sdpa", "scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
+                 {N("q"), N("k"), N("v")}, {2, 3, 16, 8});
+  sdpa["kwargs"] = {{"is_causal", {{"repr", "True"}, {"value", true}}}};
+  nodes.push_back(sdpa);
+  nodes.push_back(Fn("mul", "mul", "operator.mul", {N("sdpa"), Num(2.0)}, {2, 3, 16, 8}));
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("mul")}},
+                   {"out", {{"kind", "other"}}}});
+  return {{"nodes", nodes}, {"training", true}};
+}
+
+TEST(Schedule, AttentionIsAKernelOfItsOwnUnderItsPlan) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(AttentionGraph(), &g).ok());
+  EXPECT_EQ(Kernels(Schedule(g, Plan())), (V{"pointwise 0 [] []"}));
+  Plan p;
+  p.attention = true;
+  const FusedSchedule s = Schedule(g, p);
+  EXPECT_EQ(Kernels(s), (V{"pointwise 0 [] []", "attention 0 [] []"}));
+  ASSERT_EQ(s.attns.size(), 1u);
+  EXPECT_TRUE(s.attns[0].second.causal);
+  EXPECT_DOUBLE_EQ(s.attns[0].second.scale, 1.0 / std::sqrt(8.0));
+  EXPECT_EQ(s.resolved.asched.size(), 1u);
+  EXPECT_EQ(KernelOfName(s, "_ax_attn_kernel0"), (KernelRef{KernelKind::kAttention, 0}));
+  // A mask tensor or dropout is not generated.
+  json j = AttentionGraph();
+  j["nodes"][3]["kwargs"]["attn_mask"] = N("q");
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  EXPECT_TRUE(Schedule(g, p).attns.empty());
+  j = AttentionGraph();
+  j["nodes"][3]["kwargs"]["dropout_p"] = Num(0.1);
+  ASSERT_TRUE(ParseGraph(j, &g).ok());
+  EXPECT_TRUE(Schedule(g, p).attns.empty());
+  // The plan carries the tile; a bad one is refused.
+  Plan back;
+  ASSERT_TRUE(Plan::FromJson(s.resolved.ToJson(), &back).ok());
+  EXPECT_EQ(back.asched, s.resolved.asched);
+  json bad = s.resolved.ToJson();
+  bad["attention"][0][0] = 24;
+  EXPECT_FALSE(Plan::FromJson(bad, &back).ok());
 }
 
 TEST(Schedule, ARewrittenReductionIsATorchLaunchNotATritonKernel) {
