@@ -496,14 +496,24 @@ def traced_module(model, inputs):
     if not isinstance(model, torch.nn.Module):
         raise TypeError("Model is not an nn.Module")
     leaves = set()
+    first = None
     for attempt in range(MAX_LEAF_RETRIES + 1):
         try:
-            return _trace_once(model, inputs, leaves)
+            gm = _trace_once(model, inputs, leaves)
         except Exception as exc:
+            first = first or exc
             culprit = _culprit(exc, model, leaves)
             if culprit is None or attempt == MAX_LEAF_RETRIES:
                 raise
             leaves.update(m for name, m in model.named_modules() if name and type(m) is type(culprit))
+            continue
+        if first is not None and leaves:
+            # Nothing but the submodules kept whole: the model itself cannot be traced.
+            kept = {name for name, m in model.named_modules() if m in leaves}
+            if all(n.op in ("placeholder", "output", "get_attr") or (n.op == "call_module" and str(n.target) in kept)
+                   for n in gm.graph.nodes):
+                raise first
+        return gm
 
 
 def trace(model, inputs):

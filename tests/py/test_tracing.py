@@ -266,3 +266,24 @@ def test_every_kernelbench_level3_problem_traces(capsys):
                        for n in graphs[name]["nodes"])
     if "49_Mamba2ReturnFinalState" in graphs:
         assert "reshape" in [n["target"] for n in graphs["49_Mamba2ReturnFinalState"]["nodes"]]
+
+
+class _OnValues(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+class _OnlyWrapper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _OnValues()
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def test_a_model_that_is_nothing_but_an_untraceable_submodule_cannot_be_traced():
+    with pytest.raises(Exception, match="control flow"):
+        tracing.trace(_OnlyWrapper(), [torch.randn(3, 4)])
