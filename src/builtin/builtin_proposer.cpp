@@ -1,6 +1,9 @@
 #include "builtin/builtin_proposer.h"
 
+#include <cstdio>
+
 #include "builtin/conv.h"
+#include "builtin/graph_capture.h"
 #include "common/util.h"
 
 namespace ax::builtin {
@@ -26,6 +29,7 @@ std::string Describe(const Plan& p) {
   if (p.red_epilogue) s += ", elementwise kernels run inside the reductions they read";
   if (p.siblings) s += ", sibling reductions over shared inputs in one kernel";
   for (size_t k = 0; k < p.nsched.size(); ++k) s += ", row norm " + std::to_string(k) + ": " + p.nsched[k].Describe();
+  if (p.cuda_graph) s += ", the whole forward replayed from a CUDA graph";
   if (!p.cuts.empty()) {
     s += ", split after";
     for (const auto& c : p.cuts) s += " " + c;
@@ -206,7 +210,25 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     for (int k = 0; k < groups_; ++k) p.sched.push_back({b, b >= 4096 ? 8 : 2});
     plans.push_back(p);
   }
-  return plans;
+  // A forward of many launches (a network's) replayed from a CUDA graph: the
+  // first plan's right after it, and the generated convolutions' right after
+  // theirs. Fewer launches leave it to a small step that measured the gaps.
+  std::vector<Plan> out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    out.push_back(plans[i]);
+    const bool first_conv = plans[i].conv && !plans[i].conv_native && (i == 0 || !plans[i - 1].conv);
+    if ((i == 0 || first_conv) && Launches(plans[i]) >= kGraphMinLaunches) {
+      Plan g = plans[i];
+      g.cuda_graph = true;
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+int BuiltinProposer::Launches(const Plan& plan) const {
+  const Graph& g = GraphFor(plan);
+  return ForwardLaunches(g, Schedule(g, plan));
 }
 
 bool BuiltinProposer::TryPlan(const Plan& plan, Proposal* p, std::string* error) {
@@ -465,8 +487,26 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const std::optional<KernelR
   return false;
 }
 
-Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Outcome::KernelMs>& times) {
+Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Outcome::KernelMs>& times,
+                                double runtime_ms) {
   Proposal p;
+  if (!parent.cuda_graph && !times.empty() && runtime_ms > 0) {
+    // The GPU idle between the parent's launches: the same plan from a graph.
+    double busy = 0;
+    for (const auto& k : times) busy += k.ms;
+    if (busy < kGraphBusyShare * runtime_ms && Launches(parent) >= 2) {
+      Plan q = parent;
+      q.cuda_graph = true;
+      std::string error;
+      if (TryPlan(q, &p, &error)) {
+        char why[160];
+        std::snprintf(why, sizeof why, "builtin: the forward from a CUDA graph (the parent's kernels kept the GPU busy %.0f%% of its %.3g ms)",
+                      100.0 * busy / runtime_ms, runtime_ms);
+        p.note = why;
+        return p;
+      }
+    }
+  }
   // The kernel that took the most of the parent's GPU time first, then all.
   std::vector<std::pair<std::string, double>> ms;
   for (const auto& k : times) ms.push_back({k.name, k.ms});
@@ -496,7 +536,7 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
     Status s = ctx.parent_plan.is_null() ? ParsePlanMarker(ctx.prompt.parent.source, &parent)
                                          : Plan::FromJson(ctx.parent_plan, &parent);
     if (!s.ok()) return Large("the parent has no plan (" + s.message() + "); ");
-    return Small(parent, ctx.parent_kernels);
+    return Small(parent, ctx.parent_kernels, ctx.parent_runtime_ms);
   } catch (const std::exception& e) {
     // A compiler bug ends this task's search with its reason, not the run.
     Proposal p;

@@ -39,13 +39,19 @@ class BuiltinProposer : public ax::search::Proposer {
   // reductions over size-1 dimensions rewritten (SimplifyTrivialReductions)
   // and chains of scalar arithmetic folded (FoldScalarChains).
   const Graph& GraphFor(const Plan& plan) const;
+  // The kernel launches one call of plan's forward makes (graph_capture.h).
+  int Launches(const Plan& plan) const;
 
  private:
   BuiltinProposer() = default;
   ax::search::Proposal Large(const std::string& why);
-  // A small step from parent: one knob of one kernel, tried first on the
-  // kernel that took the most of the parent's GPU time (times: its profile).
-  ax::search::Proposal Small(const Plan& parent, const std::vector<ax::search::Outcome::KernelMs>& times);
+  // A small step from parent: its forward replayed from a CUDA graph where
+  // its profile (times) shows the GPU idle between launches for more than
+  // 1 - kGraphBusyShare of its measured runtime_ms; else one knob of one
+  // kernel, tried first on the kernel that took the most of its GPU time.
+  ax::search::Proposal Small(const Plan& parent, const std::vector<ax::search::Outcome::KernelMs>& times,
+                             double runtime_ms);
+
   // The steps of kernel `only` (none: of every kernel, in a fixed order);
   // true with *p filled when one is new.
   bool SmallSteps(const Plan& parent, const std::optional<KernelRef>& only, ax::search::Proposal* p);

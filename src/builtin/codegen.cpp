@@ -5,6 +5,7 @@
 #include "builtin/conv.h"
 #include "builtin/ew_ops.h"
 #include "builtin/gemm.h"
+#include "builtin/graph_capture.h"
 #include "builtin/pywriter.h"
 #include "builtin/schedule.h"
 
@@ -785,10 +786,21 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   if (kernel_src.find("_ax_nanmax(") != std::string::npos || kernel_src.find("_ax_nanmin(") != std::string::npos) {
     out << NanMinMaxHelpers();
   }
+  if (plan.cuda_graph) out << CudaGraphHelper();
   out << kernel_src;
-  out << "class ModelNew(Model):\n    def forward(self";
-  for (const auto& p : params) out << ", " << p;
-  out << "):\n" << fwd.str();
+  std::string plist;
+  for (const auto& p : params) plist += ", " + p;
+  out << "class ModelNew(Model):\n";
+  if (plan.cuda_graph) {
+    // forward replays _ax_forward, the generated forward, from a CUDA graph
+    out << "    def forward(self" << plist << "):\n"
+        << "        return _ax_graphed(self, self._ax_forward, (" << plist.substr(std::min<size_t>(2, plist.size()))
+        << (params.size() == 1 ? "," : "") << "))\n\n"
+        << "    def _ax_forward(self" << plist << "):\n";
+  } else {
+    out << "    def forward(self" << plist << "):\n";
+  }
+  out << fwd.str();
   *source = out.str();
   if (resolved) *resolved = written;
   return Status::Ok();

@@ -21,6 +21,7 @@ json Plan::ToJson() const {
   if (red_epilogue) j["redepi"] = true;
   if (siblings) j["siblings"] = true;
   if (algebra) j["algebra"] = true;
+  if (cuda_graph) j["graph"] = true;
   if (gemm) {
     json gs = json::array();
     for (const auto& k : gsched) gs.push_back({k.bm, k.bn, k.bk, k.group_m, k.warps, k.stages});
@@ -72,6 +73,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
     p.red_epilogue = j.value("redepi", false);
     p.siblings = j.value("siblings", false);
     p.algebra = j.value("algebra", false);
+    p.cuda_graph = j.value("graph", false);
     if (j.contains("gemm")) {
       p.gemm = true;
       for (const auto& k : j.at("gemm")) {

@@ -63,6 +63,9 @@ struct Plan {
   std::vector<AttentionSchedule> asched;
   // Safe algebraic rewrites (see CountLinearReductions).
   bool algebra = false;
+  // The whole forward replayed from a CUDA graph (graph_capture.h): the
+  // inputs copied into the graph's buffers and the outputs cloned every call.
+  bool cuda_graph = false;
   GemmSchedule GemmFor(size_t k) const { return k < gsched.size() ? gsched[k] : GemmSchedule(); }
   // Row norms (rownorm.h; generated unless library_reductions): per norm, in
   // order, its strategy and knobs; a missing entry takes the first strategy

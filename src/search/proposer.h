@@ -26,6 +26,7 @@ struct StepContext {
   bool parent_correct = false;  // its verdict was correct
   // Where the parent's GPU time went, longest kernel first (empty: not profiled).
   std::vector<Outcome::KernelMs> parent_kernels;
+  double parent_runtime_ms = 0;  // its measured median (0: not measured)
 };
 
 struct Proposal {

@@ -146,6 +146,7 @@ StepContext TaskSearch::Context(int id, bool large) {
     ctx.parent_plan = tree_.node(id).plan;
     ctx.parent_correct = tree_.node(id).outcome.correct;
     ctx.parent_kernels = tree_.node(id).outcome.kernels;
+    ctx.parent_runtime_ms = tree_.node(id).outcome.runtime_ms;
     for (int k : tree_.RecentPath(id)) {
       if (k != root_) p.path.push_back(Show(k));
     }

@@ -13,6 +13,7 @@
 
 #include "builtin/builtin_proposer.h"
 #include "builtin/codegen.h"
+#include "builtin/graph_capture.h"
 #include "builtin/conv.h"
 #include "builtin/graph.h"
 #include "common/util.h"
@@ -1272,6 +1273,26 @@ TEST_F(BuiltinJudge, AttentionIsOneFlashKernelPerCall) {
   bool offered = false;
   for (const Plan& p : prop.LargePlans()) offered = offered || p.attention;
   EXPECT_TRUE(offered);
+}
+
+// A network's forward from a CUDA graph: offered right after the first plan;
+// on the CPU the wrapper runs the generated forward as it is, and it passes.
+TEST_F(BuiltinJudge, ANetworksGraphedForwardIsOfferedAndPasses) {
+  TaskRef t = Task("tests/corpus/builtin/small_network.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  BuiltinProposer prop(g, t.source);
+  const std::vector<Plan> plans = prop.LargePlans();
+  ASSERT_GE(plans.size(), 2u);
+  ASSERT_GE(prop.Launches(plans[0]), kGraphMinLaunches);
+  ASSERT_TRUE(plans[1].cuda_graph);
+  for (const Plan& plan : {plans[0], plans[1]}) {
+    std::string src;
+    ASSERT_TRUE(Generate(prop.GraphFor(plan), t.source, plan, &src).ok());
+    EXPECT_EQ(src.find("_ax_graphed(") != std::string::npos, plan.cuda_graph);
+    Verdict v = Run(t, src);
+    EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  }
 }
 
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {

@@ -1,0 +1,41 @@
+// CUDA graph capture of a generated forward (plan cuda_graph): the Python
+// helper that replays ModelNew's forward from a CUDA graph, and the counts
+// the proposer decides with. A replay launches the whole forward at the cost
+// of one launch; every call still copies its inputs into the graph's own
+// buffers (that copy is part of the timed call) and returns clones of the
+// graph's outputs, so no call can see another's values.
+#pragma once
+
+#include <string>
+
+#include "builtin/graph.h"
+#include "builtin/schedule.h"
+
+namespace ax::builtin {
+
+// The helper's source: `_ax_graphed(module, forward, args)` runs forward(*args)
+// from a CUDA graph captured on the first call with that input signature
+// (shapes, strides, dtypes, device and the non-tensor arguments), after two
+// warm-up calls (Triton's compilation and the libraries' workspaces happen
+// outside the capture). Inputs not all on one CUDA device, or a call made
+// while another capture is under way, run the forward as it is. A forward
+// that cannot be captured (a host synchronisation inside it) raises with the
+// capture's error.
+std::string CudaGraphHelper();
+
+// The kernel launches one call of the forward makes under schedule s: its
+// Triton kernels, plus the operators left to PyTorch (views, shape questions
+// and getitem of a tuple launch nothing and are not counted).
+int ForwardLaunches(const Graph& g, const FusedSchedule& s);
+
+// From this many launches per call on, a plan's graphed variant is offered
+// as a large step before any measurement (a network's forward). Below it a
+// small step offers it only where the parent's profile shows launch gaps.
+inline constexpr int kGraphMinLaunches = 8;
+
+// A parent whose kernels kept the GPU busy for less than this share of its
+// measured time spends the rest launching: its graphed variant is the first
+// small step.
+inline constexpr double kGraphBusyShare = 0.8;
+
+}  // namespace ax::builtin

@@ -1,0 +1,134 @@
+// The CUDA graph plan without Python: the launches a forward makes, the
+// wrapper codegen writes, the plan's round trip, and when the proposer offers
+// it (a large step for a forward of many launches, a small step where the
+// parent's profile shows the GPU idle between launches).
+#include <gtest/gtest.h>
+
+#include "builtin/builtin_proposer.h"
+#include "builtin/codegen.h"
+#include "builtin/graph_capture.h"
+#include "builtin/schedule.h"
+#include "test_graphs.h"
+
+namespace ax::builtin {
+namespace {
+
+using json = nlohmann::json;
+
+json T(std::vector<int64_t> shape) { return {{"kind", "tensor"}, {"shape", shape}, {"dtype", "torch.float32"}}; }
+json N(const std::string& n) { return {{"node", n}}; }
+
+// x -> `layers` x (Linear -> relu) -> flatten -> output: a deep MLP.
+json MlpGraph(int layers) {
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({4, 16})}});
+  std::string prev = "x";
+  for (int i = 0; i < layers; ++i) {
+    const std::string fc = "fc" + std::to_string(i), relu = "relu" + std::to_string(i);
+    nodes.push_back({{"name", fc}, {"op", "call_module"}, {"target", "layers." + std::to_string(2 * i)},
+                     {"module", test_graphs::LinearModule(16, 16, true)}, {"args", {N(prev)}}, {"out", T({4, 16})}});
+    nodes.push_back({{"name", relu}, {"op", "call_function"}, {"target", "relu"}, {"callable", "torch.relu"},
+                     {"args", {N(fc)}}, {"out", T({4, 16})}});
+    prev = relu;
+  }
+  nodes.push_back({{"name", "flat"}, {"op", "call_method"}, {"target", "flatten"}, {"args", {N(prev)}},
+                   {"out", T({64})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("flat")}},
+                   {"out", {{"kind", "other"}}}});
+  return {{"nodes", nodes}, {"training", true}};
+}
+
+TEST(GraphCapture, LaunchesCountKernelsAndLibraryCallsNotViews) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(MlpGraph(3), &g).ok());
+  // Linear layers left to PyTorch: 3 library calls and 3 relu kernels; the flatten launches nothing.
+  EXPECT_EQ(ForwardLaunches(g, Schedule(g, Plan())), 6);
+  // Generated GEMMs with the relus as their epilogues: 3 kernels.
+  Plan gemm;
+  gemm.gemm = true;
+  EXPECT_EQ(ForwardLaunches(g, Schedule(g, gemm)), 3);
+}
+
+TEST(GraphCapture, TheForwardIsReplayedFromAGraphAndThePlanSaysSo) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(MlpGraph(2), &g).ok());
+  Plan plan;
+  plan.gemm = true;
+  plan.cuda_graph = true;
+  std::string src;
+  Plan resolved;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plan, &src, nullptr, &resolved).ok());
+  EXPECT_TRUE(resolved.cuda_graph);
+  EXPECT_NE(src.find("def _ax_graphed(module, forward, args):"), std::string::npos) << src;
+  EXPECT_NE(src.find("    def forward(self, v_x):\n        return _ax_graphed(self, self._ax_forward, (v_x,))\n"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("    def _ax_forward(self, v_x):\n"), std::string::npos) << src;
+  // the copy into the graph's buffers and the clone of its outputs are in every call
+  EXPECT_NE(src.find("dst.copy_(src)"), std::string::npos);
+  EXPECT_NE(src.find("return _ax_graph_clone(out)"), std::string::npos);
+  Plan marked;
+  ASSERT_TRUE(ParsePlanMarker(src, &marked).ok());
+  EXPECT_TRUE(marked.cuda_graph);
+  Plan back;
+  ASSERT_TRUE(Plan::FromJson(plan.ToJson(), &back).ok());
+  EXPECT_TRUE(back.cuda_graph);
+  // Without the plan, no helper and the forward as it was.
+  plan.cuda_graph = false;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plan, &src).ok());
+  EXPECT_EQ(src.find("_ax_graphed"), std::string::npos);
+  EXPECT_NE(src.find("    def forward(self, v_x):\n"), std::string::npos);
+}
+
+TEST(GraphCapture, ALargeStepForAForwardOfManyLaunchesOnly) {
+  Graph deep, shallow;
+  ASSERT_TRUE(ParseGraph(MlpGraph(kGraphMinLaunches), &deep).ok());
+  ASSERT_TRUE(ParseGraph(MlpGraph(2), &shallow).ok());
+  BuiltinProposer many(deep, "class Model: pass\n");
+  const std::vector<Plan> plans = many.LargePlans();
+  ASSERT_GE(plans.size(), 2u);
+  EXPECT_FALSE(plans[0].cuda_graph);
+  // the first plan again, from a graph, second
+  Plan graphed = plans[0];
+  graphed.cuda_graph = true;
+  EXPECT_EQ(plans[1].ToJson(), graphed.ToJson());
+  BuiltinProposer few(shallow, "class Model: pass\n");
+  for (const Plan& p : few.LargePlans()) EXPECT_FALSE(p.cuda_graph);
+}
+
+// A small step from a measured parent: graphed first when its kernels kept
+// the GPU busy for less than kGraphBusyShare of its time, else a tile.
+TEST(GraphCapture, ASmallStepWhereTheParentsProfileShowsLaunchGaps) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(MlpGraph(3), &g).ok());
+  auto small_step = [&](double busy_ms, double runtime_ms) {
+    BuiltinProposer prop(g, "class Model: pass\n");
+    search::StepContext ctx;
+    ctx.large = true;
+    auto first = prop.Propose(ctx);
+    EXPECT_FALSE(first.source.empty()) << first.note;
+    ctx.large = false;
+    ctx.parent_correct = true;
+    ctx.parent_plan = first.plan;
+    ctx.parent_runtime_ms = runtime_ms;
+    ctx.parent_kernels = {{"_ax_gemm_kernel0", busy_ms / 2}, {"_ax_gemm_kernel1", busy_ms / 4},
+                          {"_ax_gemm_kernel2", busy_ms / 4}};
+    auto p = prop.Propose(ctx);
+    Plan a, b;
+    EXPECT_TRUE(Plan::FromJson(first.plan, &a).ok());
+    EXPECT_TRUE(Plan::FromJson(p.plan, &b).ok()) << p.note;
+    a.cuda_graph = b.cuda_graph;
+    EXPECT_EQ(a.ToJson() == b.ToJson(), b.cuda_graph) << p.note;  // only the graph changed, or not it
+    return std::make_pair(b.cuda_graph, p.note);
+  };
+  auto [gaps, note] = small_step(0.03, 0.1);
+  EXPECT_TRUE(gaps) << note;
+  EXPECT_NE(note.find("busy 30% of its 0.1 ms"), std::string::npos) << note;
+  auto [busy, note2] = small_step(0.095, 0.1);
+  EXPECT_FALSE(busy) << note2;
+  auto [unmeasured, note3] = small_step(0.03, 0);
+  EXPECT_FALSE(unmeasured) << note3;
+}
+
+}  // namespace
+}  // namespace ax::builtin
