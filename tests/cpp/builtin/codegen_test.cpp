@@ -14,8 +14,8 @@ namespace {
 
 using json = nlohmann::json;
 
-json T(std::vector<int64_t> shape) { return {{"kind", "tensor"}, {"shape", shape}, {"dtype", "torch.float32"}}; }
-json N(const std::string& n) { return {{"node", n}}; }
+using test_graphs::N;
+using test_graphs::T;
 json C(double v) { return {{"repr", std::to_string(v)}, {"value", v}}; }
 
 // x + bias -> relu -> * 0.5, then a matmul (library), then sigmoid.

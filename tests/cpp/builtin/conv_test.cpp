@@ -11,16 +11,15 @@
 #include "builtin/codegen.h"
 #include "builtin/conv.h"
 #include "builtin/graph.h"
+#include "test_graphs.h"
 
 namespace ax::builtin {
 namespace {
 
 using json = nlohmann::json;
 
-json T(std::vector<int64_t> shape, const std::string& dtype = "torch.float32") {
-  return {{"kind", "tensor"}, {"shape", shape}, {"dtype", dtype}};
-}
-json N(const std::string& n) { return {{"node", n}}; }
+using test_graphs::N;
+using test_graphs::T;
 
 // x [2, cin, 9, 10] -> conv (module `attrs`) -> relu.
 json ConvGraph(json attrs, std::vector<int64_t> weight, std::vector<int64_t> out, const std::string& cls = "Conv2d",

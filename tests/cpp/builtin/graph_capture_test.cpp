@@ -15,8 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-json T(std::vector<int64_t> shape) { return {{"kind", "tensor"}, {"shape", shape}, {"dtype", "torch.float32"}}; }
-json N(const std::string& n) { return {{"node", n}}; }
+using test_graphs::N;
+using test_graphs::T;
 
 // x -> `layers` x (Linear -> relu) -> flatten -> output: a deep MLP.
 json MlpGraph(int layers) {

@@ -10,16 +10,15 @@
 #include "builtin/codegen.h"
 #include "builtin/pywriter.h"
 #include "builtin/rownorm.h"
+#include "test_graphs.h"
 
 namespace ax::builtin {
 namespace {
 
 using json = nlohmann::json;
 
-json T(std::vector<int64_t> shape, const std::string& dtype = "torch.float32") {
-  return {{"kind", "tensor"}, {"shape", shape}, {"dtype", dtype}};
-}
-json N(const std::string& n) { return {{"node", n}}; }
+using test_graphs::N;
+using test_graphs::T;
 json Num(double v) { return {{"repr", std::to_string(v)}, {"value", v}}; }
 json Int(int64_t v) { return {{"repr", std::to_string(v)}, {"value", v}}; }
 json None() { return {{"repr", "None"}}; }

@@ -14,8 +14,8 @@ namespace {
 
 using json = nlohmann::json;
 
-json T(std::vector<int64_t> shape) { return {{"kind", "tensor"}, {"shape", shape}, {"dtype", "torch.float32"}}; }
-json N(const std::string& n) { return {{"node", n}}; }
+using test_graphs::N;
+using test_graphs::T;
 json Num(double v) { return {{"repr", std::to_string(v)}, {"value", v}}; }
 json Int(int64_t v) { return {{"repr", std::to_string(v)}, {"value", v}}; }
 
