@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "builtin/pywriter.h"
 #include "builtin/reduce.h"
@@ -46,14 +49,19 @@ Status AttentionSchedule::FromJson(const json& j, AttentionSchedule* out) {
 bool ClassifyAttention(const Graph& g, const Node& n, AttentionOp* out) {
   if (n.op != "call_function" || !n.is_tensor || n.dtype != "torch.float32") return false;
   const std::string& c = n.callable;
-  if (c != "torch._C._nn.scaled_dot_product_attention" && c != "torch.nn.functional.scaled_dot_product_attention") {
+  const bool explicit_form = c == kExplicitAttention;
+  if (c != "torch._C._nn.scaled_dot_product_attention" && c != "torch.nn.functional.scaled_dot_product_attention" &&
+      !explicit_form) {
     return false;
   }
   static const std::vector<std::string> kNames = {"query", "key", "value", "attn_mask", "dropout_p",
                                                   "is_causal", "scale", "enable_gqa"};
-  if (n.args.size() > kNames.size()) return false;
+  if (n.args.size() > (explicit_form ? 3 : kNames.size())) return false;
   for (const auto& [key, v] : n.kwargs.items()) {
-    if (std::find(kNames.begin(), kNames.end(), key) == kNames.end()) return false;
+    if (explicit_form ? key != "scale" && key != "masked_fill"
+                      : std::find(kNames.begin(), kNames.end(), key) == kNames.end()) {
+      return false;
+    }
   }
   const Node* t[3];
   for (size_t i = 0; i < 3; ++i) {
@@ -93,6 +101,19 @@ bool ClassifyAttention(const Graph& g, const Node& n, AttentionOp* out) {
   op.out_shape.assign(qs.begin(), qs.end() - 1);
   op.out_shape.push_back(op.EV);
   if (n.shape != op.out_shape) return false;
+  if (const auto it = n.kwargs.find("masked_fill"); explicit_form && it != n.kwargs.end()) {
+    // [..., L, S], each leading dimension 1 or the batch's
+    const Node* m = it->contains("node") ? g.Find((*it)["node"].get<std::string>()) : nullptr;
+    if (!m || !m->is_tensor || m->dtype != "torch.bool" || m->shape.size() < 2 || m->shape.size() > r) return false;
+    const auto& ms = m->shape;
+    if (ms[ms.size() - 2] != op.L || ms[ms.size() - 1] != op.S) return false;
+    for (size_t i = 0; i + 2 < ms.size(); ++i) {
+      const int64_t full = qs[r - ms.size() + i];
+      if (ms[i] != 1 && ms[i] != full) return false;
+    }
+    op.mask = m->name;
+    op.mask_shape = ms;
+  }
   // Head dimensions a program holds in registers whole.
   if (op.E > 256 || op.EV > 256) return false;
   op.q = t[0]->name;
@@ -103,6 +124,170 @@ bool ClassifyAttention(const Graph& g, const Node& n, AttentionOp* out) {
   op.v_shape = vs;
   *out = std::move(op);
   return true;
+}
+
+namespace {
+
+// The node argument i refers to, or null.
+const Node* ArgNode(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.args.size() || !n.args[i].is_object() || !n.args[i].contains("node")) return nullptr;
+  return g.Find(n.args[i]["node"].get<std::string>());
+}
+
+bool Number(const json& a, double* v) {
+  if (!a.is_object() || !a.contains("value") || !a["value"].is_number()) return false;
+  *v = a["value"].get<double>();
+  return true;
+}
+
+// The dimension argument d of a rank-r tensor, normalised to 0..r-1 (-1: none).
+int64_t Dim(const json& a, size_t r) {
+  double d = 0;
+  if (!Number(a, &d) || d != static_cast<int64_t>(d)) return -1;
+  const int64_t k = static_cast<int64_t>(d) < 0 ? static_cast<int64_t>(d) + static_cast<int64_t>(r)
+                                                 : static_cast<int64_t>(d);
+  return k >= 0 && k < static_cast<int64_t>(r) ? k : -1;
+}
+
+bool IsMatmul(const Graph& g, const Node& n) {
+  const bool fn = n.op == "call_function" && (n.target == "matmul" || n.target == "bmm");
+  const bool method = n.op == "call_method" && (n.target == "matmul" || n.target == "bmm");
+  return (fn || method) && n.args.size() == 2 && n.kwargs.empty() && ArgNode(g, n, 0) && ArgNode(g, n, 1);
+}
+
+// x.transpose(-2, -1) (either order) of a tensor of rank >= 3: x, else null.
+const Node* TransposedLastTwo(const Graph& g, const Node& n) {
+  if (!((n.op == "call_method" || n.op == "call_function") && n.target == "transpose") || n.args.size() != 3 ||
+      !n.kwargs.empty()) {
+    return nullptr;
+  }
+  const Node* x = ArgNode(g, n, 0);
+  if (!x || x->shape.size() < 3) return nullptr;
+  const size_t r = x->shape.size();
+  const int64_t a = Dim(n.args[1], r), b = Dim(n.args[2], r);
+  const int64_t lo = static_cast<int64_t>(r) - 2, hi = static_cast<int64_t>(r) - 1;
+  return (a == lo && b == hi) || (a == hi && b == lo) ? x : nullptr;
+}
+
+// t * c, c * t or t / c with c a number: t, and the factor in *c.
+const Node* Scaled(const Graph& g, const Node& n, double* c) {
+  if (!(n.op == "call_function" || n.op == "call_method") || n.args.size() != 2 || !n.kwargs.empty()) return nullptr;
+  double v = 0;
+  if (n.target == "mul") {
+    const Node* t = ArgNode(g, n, 0);
+    if (t && Number(n.args[1], &v)) return *c = v, t;
+    t = ArgNode(g, n, 1);
+    if (t && Number(n.args[0], &v)) return *c = v, t;
+  } else if (n.target == "truediv" || n.target == "div") {
+    const Node* t = ArgNode(g, n, 0);
+    if (t && Number(n.args[1], &v) && v != 0.0) return *c = 1.0 / v, t;
+  }
+  return nullptr;
+}
+
+// t.masked_fill(mask, -inf): t, and the mask in *mask.
+const Node* MaskedToMinusInf(const Graph& g, const Node& n, const Node** mask) {
+  if (n.op != "call_method" || n.target != "masked_fill" || n.args.size() != 3 || !n.kwargs.empty()) return nullptr;
+  const json& fill = n.args[2];
+  const std::string repr = fill.is_object() ? fill.value("repr", "") : "";
+  const bool minus_inf = repr == "float('-inf')" || repr == "float(\"-inf\")" || repr == "-inf" ||
+                         repr == "-math.inf" || repr == "-torch.inf";
+  if (!minus_inf) return nullptr;
+  *mask = ArgNode(g, n, 1);
+  return *mask ? ArgNode(g, n, 0) : nullptr;
+}
+
+// softmax over the last dimension (F.softmax, torch.softmax, Tensor.softmax), no dtype: its input.
+const Node* SoftmaxLast(const Graph& g, const Node& n) {
+  if (!((n.op == "call_function" || n.op == "call_method") && n.target == "softmax")) return nullptr;
+  const Node* x = ArgNode(g, n, 0);
+  if (!x || x->shape.empty() || n.args.size() > 2) return nullptr;
+  const json* dim = n.args.size() == 2 ? &n.args[1] : (n.kwargs.contains("dim") ? &n.kwargs["dim"] : nullptr);
+  for (const auto& [key, v] : n.kwargs.items()) {
+    if (key == "dtype" ? v.value("repr", "") != "None" : key != "dim" && key != "_stacklevel") return nullptr;
+  }
+  return dim && Dim(*dim, x->shape.size()) == static_cast<int64_t>(x->shape.size()) - 1 ? x : nullptr;
+}
+
+// A Dropout module that passes its input through (p = 0, or eval mode): its input.
+const Node* IdentityDropout(const Graph& g, const Node& n) {
+  if (n.op != "call_module" || n.ModuleClass() != "Dropout" || n.args.size() != 1 || !n.kwargs.empty()) return nullptr;
+  const json& attrs = n.module.contains("attrs") ? n.module["attrs"] : json::object();
+  const double p = attrs.contains("p") && attrs["p"].is_number() ? attrs["p"].get<double>() : 0.5;
+  return AttrOr(attrs, "training", true) && p != 0.0 ? nullptr : ArgNode(g, n, 0);
+}
+
+json NumberArg(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return {{"repr", buf}, {"value", v}};
+}
+
+}  // namespace
+
+int LowerExplicitAttention(const Graph& g, Graph* out) {
+  std::set<std::string> dropped;
+  std::map<std::string, Node> replaced;  // the last product -> its attention node
+  auto only_reader = [](const Node* n) { return n && n->users.size() == 1; };
+  for (const Node& pv : g.nodes) {
+    if (!IsMatmul(g, pv)) continue;
+    const Node* v = ArgNode(g, pv, 1);
+    const Node* x = ArgNode(g, pv, 0);
+    std::vector<std::string> chain;  // the nodes the attention node replaces
+    if (const Node* in = only_reader(x) ? IdentityDropout(g, *x) : nullptr) {
+      chain.push_back(x->name);
+      x = in;
+    }
+    const Node* scores = only_reader(x) ? SoftmaxLast(g, *x) : nullptr;
+    if (!scores) continue;
+    chain.push_back(x->name);
+    const Node* mask = nullptr;
+    if (const Node* in = only_reader(scores) ? MaskedToMinusInf(g, *scores, &mask) : nullptr) {
+      chain.push_back(scores->name);
+      scores = in;
+    }
+    double scale = 1.0;
+    if (const Node* in = only_reader(scores) ? Scaled(g, *scores, &scale) : nullptr) {
+      chain.push_back(scores->name);
+      scores = in;
+    }
+    if (!only_reader(scores) || !IsMatmul(g, *scores)) continue;
+    chain.push_back(scores->name);
+    const Node* q = ArgNode(g, *scores, 0);
+    const Node* kt = ArgNode(g, *scores, 1);
+    const Node* k = TransposedLastTwo(g, *kt);
+    if (!k) continue;
+    if (only_reader(kt)) chain.push_back(kt->name);
+    Node a = pv;
+    a.op = "call_function";
+    a.target = "explicit_attention";
+    a.callable = kExplicitAttention;
+    a.module = json();
+    a.args = json::array({json{{"node", q->name}}, json{{"node", k->name}}, json{{"node", v->name}}});
+    a.kwargs = json{{"scale", NumberArg(scale)}};
+    if (mask) a.kwargs["masked_fill"] = json{{"node", mask->name}};
+    AttentionOp op;
+    if (!ClassifyAttention(g, a, &op)) continue;
+    dropped.insert(chain.begin(), chain.end());
+    replaced[pv.name] = std::move(a);
+  }
+  if (replaced.empty()) {
+    *out = g;
+    return 0;
+  }
+  Graph r;
+  r.training = g.training;
+  for (const Node& n : g.nodes) {
+    if (dropped.count(n.name)) continue;
+    auto it = replaced.find(n.name);
+    r.nodes.push_back(it != replaced.end() ? it->second : n);
+  }
+  if (!LinkGraph(&r).ok()) {
+    *out = g;
+    return 0;
+  }
+  *out = std::move(r);
+  return static_cast<int>(replaced.size());
 }
 
 AttentionSchedule DefaultAttentionSchedule(const AttentionOp& op) {
@@ -122,12 +307,14 @@ Status EmitAttention(const AttentionOp& op, size_t k, const AttentionSchedule& s
   PyWriter w;
   w.Line("@triton.jit");
   {
-    auto body = w.Open("def " + kname +
-                       "(q, kk, v, out, L: tl.constexpr, S: tl.constexpr, E: tl.constexpr, EV: tl.constexpr, "
+    const bool masked = !op.mask.empty();
+    auto body = w.Open("def " + kname + "(q, kk, v, out, " + (masked ? "mask, MSB, MSL, MSS, " : "") +
+                       "L: tl.constexpr, S: tl.constexpr, E: tl.constexpr, EV: tl.constexpr, "
                        "SCALE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, "
                        "BE: tl.constexpr, BEV: tl.constexpr):");
-    w.Line(std::string("# attention") + (op.causal ? " (causal)" : "") + ": L " + S(op.L) + ", S " + S(op.S) +
-           ", E " + S(op.E) + ", Ev " + S(op.EV) + "; online softmax, the scores never written");
+    w.Line(std::string("# attention") + (op.causal ? " (causal)" : "") + (masked ? " (masked)" : "") + ": L " +
+           S(op.L) + ", S " + S(op.S) + ", E " + S(op.E) + ", Ev " + S(op.EV) +
+           "; online softmax, the scores never written");
     w.Line("pid_m = tl.program_id(0)");
     w.Line("bh = tl.program_id(1).to(tl.int64)");
     w.Line("rm = pid_m * BM + tl.arange(0, BM)");
@@ -153,6 +340,12 @@ Status EmitAttention(const AttentionOp& op, size_t k, const AttentionSchedule& s
              "mask=(rn[None, :] < S) & (re[:, None] < E), other=0.0)");
       w.Line("s = tl.dot(qt, kt, input_precision=\"tf32x3\") * SCALE");
       w.Line(op.causal ? "valid = (rn[None, :] < S) & (rn[None, :] <= rm[:, None])" : "valid = rn[None, :] < S");
+      if (masked) {
+        // where the mask is true the score is -inf (masked_fill)
+        w.Line("mt = tl.load(mask + bh * MSB + rm[:, None] * MSL + rn[None, :] * MSS, "
+               "mask=(rm[:, None] < L) & (rn[None, :] < S), other=0)");
+        w.Line("valid = valid & (mt == 0)");
+      }
       w.Line("s = tl.where(valid, s, float('-inf'))");
       w.Line("m_new = tl.maximum(m_i, tl.max(s, 1))");
       w.Line("m_use = tl.where(m_new == float('-inf'), 0.0, m_new)  # a row with no visible key yet");
@@ -169,15 +362,31 @@ Status EmitAttention(const AttentionOp& op, size_t k, const AttentionSchedule& s
   }
   PyWriter l;
   {
-    auto body = l.Open("def _ax_attn" + ks + "(q, k, v):");
+    const bool masked = !op.mask.empty();
+    auto body = l.Open("def _ax_attn" + ks + (masked ? "(q, k, v, mask):" : "(q, k, v):"));
     const char* kShapes = ", \"the kernel was generated for the traced shapes\"";
     l.Line("assert list(q.shape) == " + PyShape(op.q_shape) + kShapes);
     l.Line("assert list(k.shape) == " + PyShape(op.k_shape) + kShapes);
     l.Line("assert list(v.shape) == " + PyShape(op.v_shape) + kShapes);
     l.Line("q, k, v = q.contiguous(), k.contiguous(), v.contiguous()");
+    std::string mask_args;
+    if (masked) {
+      l.Line("assert list(mask.shape) == " + PyShape(op.mask_shape) + kShapes);
+      bool shared = true;  // one [L, S] mask for every (batch, head)
+      for (size_t i = 0; i + 2 < op.mask_shape.size(); ++i) shared = shared && op.mask_shape[i] == 1;
+      if (shared) {
+        l.Line("m = mask.reshape(" + S(op.L) + ", " + S(op.S) + ").view(torch.uint8)");
+        mask_args = "m, 0, m.stride(0), m.stride(1), ";
+      } else {
+        l.Line("m = mask.expand(" + PyShape(std::vector<int64_t>(op.out_shape.begin(), op.out_shape.end() - 1)) +
+               " + [" + S(op.S) + "]).contiguous().view(torch.uint8)");
+        mask_args = "m, " + S(op.L * op.S) + ", " + S(op.S) + ", 1, ";
+      }
+    }
     l.Line("out = torch.empty(" + PyShape(op.out_shape) + ", device=q.device, dtype=torch.float32)");
     l.Line("grid = (triton.cdiv(" + S(op.L) + ", " + S(s.bm) + "), " + S(op.batch) + ")");
-    l.Line(kname + "[grid](q, k, v, out, L=" + S(op.L) + ", S=" + S(op.S) + ", E=" + S(op.E) + ", EV=" + S(op.EV) +
+    l.Line(kname + "[grid](q, k, v, out, " + mask_args + "L=" + S(op.L) + ", S=" + S(op.S) + ", E=" + S(op.E) +
+           ", EV=" + S(op.EV) +
            ", SCALE=" + PyFloat(op.scale) + ", BM=" + S(s.bm) +
            ", BN=" + S(s.bn) + ", BE=" + S(be) + ", BEV=" + S(bev) + ", num_warps=" + S(s.warps) +
            ", num_stages=" + S(s.stages) + ")");

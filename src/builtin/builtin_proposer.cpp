@@ -45,10 +45,14 @@ BuiltinProposer::BuiltinProposer(Graph graph, std::string task_source)
   Graph reduced;
   trivial_ = SimplifyTrivialReductions(graph_, &reduced);
   folded_ = FoldScalarChains(reduced, &simple_);
+  explicit_attention_ = LowerExplicitAttention(graph_, &attn_graph_);
+  LowerExplicitAttention(simple_, &attn_simple_);
 }
 
 const Graph& BuiltinProposer::GraphFor(const Plan& plan) const {
-  return plan.algebra && trivial_ + folded_ > 0 ? simple_ : graph_;
+  const bool simple = plan.algebra && trivial_ + folded_ > 0;
+  if (plan.attention && explicit_attention_ > 0) return simple ? attn_simple_ : attn_graph_;
+  return simple ? simple_ : graph_;
 }
 
 std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
@@ -109,7 +113,7 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   // there are any (a transformer block's projections).
   Plan with_attention = FormGemms(graph_, with_gemm).empty() ? Plan() : with_gemm;
   with_attention.attention = true;
-  if (!FormAttentions(graph_, with_attention).empty()) plans.push_back(with_attention);
+  if (!FormAttentions(GraphFor(with_attention), with_attention).empty()) plans.push_back(with_attention);
   // Row norms: each further strategy that applies, as a large step (the
   // default plan above took the first).
   const auto rnorms = FormRowNorms(graph_, Plan());
@@ -210,14 +214,17 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     for (int k = 0; k < groups_; ++k) p.sched.push_back({b, b >= 4096 ? 8 : 2});
     plans.push_back(p);
   }
-  // A forward of many launches (a network's) replayed from a CUDA graph: the
-  // first plan's right after it, and the generated convolutions' right after
-  // theirs. Fewer launches leave it to a small step that measured the gaps.
+  // A forward of many short launches (a network's at a small batch)
+  // replayed from a CUDA graph: the first plan's right after it, and the
+  // generated convolutions' right after theirs. Otherwise a small step offers
+  // it where the parent's profile shows the gaps.
   std::vector<Plan> out;
+  const int64_t bytes = ForwardOutputBytes(graph_);
   for (size_t i = 0; i < plans.size(); ++i) {
     out.push_back(plans[i]);
     const bool first_conv = plans[i].conv && !plans[i].conv_native && (i == 0 || !plans[i - 1].conv);
-    if ((i == 0 || first_conv) && Launches(plans[i]) >= kGraphMinLaunches) {
+    const int launches = (i == 0 || first_conv) ? Launches(plans[i]) : 0;
+    if (launches >= kGraphMinLaunches && bytes < kGraphMaxBytesPerLaunch * launches) {
       Plan g = plans[i];
       g.cuda_graph = true;
       out.push_back(g);

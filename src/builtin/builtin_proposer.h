@@ -37,7 +37,9 @@ class BuiltinProposer : public ax::search::Proposer {
   std::vector<Plan> LargePlans() const;
   // The graph a plan is generated from: under plan.algebra, the one with the
   // reductions over size-1 dimensions rewritten (SimplifyTrivialReductions)
-  // and chains of scalar arithmetic folded (FoldScalarChains).
+  // and chains of scalar arithmetic folded (FoldScalarChains); under
+  // plan.attention, with written-out attention as one node
+  // (LowerExplicitAttention).
   const Graph& GraphFor(const Plan& plan) const;
   // The kernel launches one call of plan's forward makes (graph_capture.h).
   int Launches(const Plan& plan) const;
@@ -60,6 +62,8 @@ class BuiltinProposer : public ax::search::Proposer {
 
   Graph graph_;
   Graph simple_;    // graph_ with its trivial reductions rewritten and scalar chains folded
+  Graph attn_graph_, attn_simple_;  // graph_ and simple_ with written-out attention lowered
+  int explicit_attention_ = 0;      // how many written-out attentions graph_ has
   int trivial_ = 0;  // how many reductions
   int folded_ = 0;   // how many scalar operators folded away
   std::string task_source_;

@@ -681,7 +681,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = attn_of.find(static_cast<int>(i)); it != attn_of.end()) {
       const AttentionOp& op = s.attns[it->second].second;
-      body << v << " = _ax_attn" << it->second << "(" << Var(op.q) << ", " << Var(op.k) << ", " << Var(op.v) << ")";
+      body << v << " = _ax_attn" << it->second << "(" << Var(op.q) << ", " << Var(op.k) << ", " << Var(op.v)
+           << (op.mask.empty() ? "" : ", " + Var(op.mask)) << ")";
       end_statement();
       continue;
     }

@@ -99,6 +99,46 @@ std::string CudaGraphHelper() {
   return w.str();
 }
 
+namespace {
+
+const std::set<std::string>& NoLaunch() {
+  static const std::set<std::string> k = {
+      "view",  "reshape", "flatten", "permute", "transpose", "t",     "unsqueeze", "squeeze", "expand",
+      "expand_as", "view_as", "size", "dim", "getitem", "unflatten", "narrow", "chunk", "split", "unbind", "numel"};
+  return k;
+}
+
+const std::set<std::string>& NoLaunchModules() {
+  static const std::set<std::string> k = {"Flatten", "Unflatten", "Identity"};
+  return k;
+}
+
+// An operator that launches work when PyTorch runs it.
+bool Launches(const Node& n) {
+  if (n.op == "call_module") return !NoLaunchModules().count(n.ModuleClass());
+  return (n.op == "call_function" || n.op == "call_method") && n.is_tensor && !NoLaunch().count(n.target);
+}
+
+int64_t ItemSize(const std::string& dtype) {
+  if (dtype == "torch.float16" || dtype == "torch.bfloat16" || dtype == "torch.int16") return 2;
+  if (dtype == "torch.float64" || dtype == "torch.int64") return 8;
+  if (dtype == "torch.bool" || dtype == "torch.uint8" || dtype == "torch.int8") return 1;
+  return 4;
+}
+
+}  // namespace
+
+int64_t ForwardOutputBytes(const Graph& g) {
+  int64_t bytes = 0;
+  for (const Node& n : g.nodes) {
+    if (!Launches(n) || !n.is_tensor) continue;
+    int64_t numel = 1;
+    for (int64_t d : n.shape) numel *= d;
+    bytes += numel * ItemSize(n.dtype);
+  }
+  return bytes;
+}
+
 int ForwardLaunches(const Graph& g, const FusedSchedule& s) {
   std::set<int> covered(s.unused.begin(), s.unused.end());
   for (const auto& grp : s.groups) covered.insert(grp.nodes.begin(), grp.nodes.end());
@@ -106,19 +146,9 @@ int ForwardLaunches(const Graph& g, const FusedSchedule& s) {
   for (const auto& m : s.gemms) covered.insert(m.first);
   for (const auto& r : s.rnorms) covered.insert(r.first);
   for (const auto& a : s.attns) covered.insert(a.first);
-  static const std::set<std::string> kNoLaunch = {
-      "view",  "reshape", "flatten", "permute", "transpose", "t",     "unsqueeze", "squeeze", "expand",
-      "expand_as", "view_as", "size", "dim", "getitem", "unflatten", "narrow", "chunk", "split", "unbind", "numel"};
-  static const std::set<std::string> kNoLaunchModules = {"Flatten", "Unflatten", "Identity"};
   int library = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (covered.count(static_cast<int>(i))) continue;
-    if (n.op == "call_module") {
-      if (!kNoLaunchModules.count(n.ModuleClass())) ++library;
-    } else if ((n.op == "call_function" || n.op == "call_method") && n.is_tensor && !kNoLaunch.count(n.target)) {
-      ++library;
-    }
+    if (!covered.count(static_cast<int>(i)) && Launches(g.nodes[i])) ++library;
   }
   return s.TritonKernels() + library;
 }

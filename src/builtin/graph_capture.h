@@ -6,6 +6,7 @@
 // graph's outputs, so no call can see another's values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "builtin/graph.h"
@@ -28,10 +29,18 @@ std::string CudaGraphHelper();
 // and getitem of a tuple launch nothing and are not counted).
 int ForwardLaunches(const Graph& g, const FusedSchedule& s);
 
-// From this many launches per call on, a plan's graphed variant is offered
-// as a large step before any measurement (a network's forward). Below it a
-// small step offers it only where the parent's profile shows launch gaps.
+// The bytes of the tensors the forward's operators write (views excluded),
+// under no plan: how much work its launches share.
+int64_t ForwardOutputBytes(const Graph& g);
+
+// A plan's graphed variant is offered as a large step, before any
+// measurement, for a forward of at least kGraphMinLaunches launches that
+// write less than kGraphMaxBytesPerLaunch each on average: kernels of a few
+// microseconds, as long as their launches (a network's forward at a small
+// batch). Otherwise a small step offers it only where the parent's profile
+// shows the GPU idle between launches.
 inline constexpr int kGraphMinLaunches = 8;
+inline constexpr int64_t kGraphMaxBytesPerLaunch = int64_t{16} << 20;
 
 // A parent whose kernels kept the GPU busy for less than this share of its
 // measured time spends the rest launching: its graphed variant is the first

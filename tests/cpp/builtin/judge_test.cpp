@@ -1295,6 +1295,43 @@ TEST_F(BuiltinJudge, ANetworksGraphedForwardIsOfferedAndPasses) {
   }
 }
 
+// Attention written out (GPT-style: a product with the transposed keys, a
+// scaling, masked_fill to -inf, softmax, a dropout of p = 0 and the product
+// with the values) becomes one attention kernel reading the mask, a shared
+// [L, S] one and one per batch entry; the scores are never written.
+TEST_F(BuiltinJudge, WrittenOutAttentionIsOneKernelReadingItsMask) {
+  TaskRef t = Task("tests/corpus/builtin/explicit_attention.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Graph lowered;
+  ASSERT_EQ(LowerExplicitAttention(g, &lowered), 2);
+  Plan plan;
+  plan.attention = true;
+  plan.gemm = true;
+  const auto attns = FormAttentions(lowered, plan);
+  ASSERT_EQ(attns.size(), 2u);
+  EXPECT_EQ(attns[0].second.mask_shape, (std::vector<int64_t>{1, 1, 24, 24}));
+  EXPECT_EQ(attns[1].second.mask_shape, (std::vector<int64_t>{3, 20, 20}));
+  EXPECT_DOUBLE_EQ(attns[1].second.scale, 0.25);
+  std::string src;
+  ASSERT_TRUE(Generate(lowered, t.source, plan, &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("softmax"), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("masked_fill"), std::string::npos) << forward;
+  EXPECT_EQ(Occurrences(forward, "_ax_attn"), 2u) << forward;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // The proposer generates its attention plan from the lowered graph.
+  BuiltinProposer prop(g, t.source);
+  bool offered = false;
+  for (const Plan& p : prop.LargePlans()) {
+    if (!p.attention) continue;
+    offered = true;
+    EXPECT_EQ(FormAttentions(prop.GraphFor(p), p).size(), 2u);
+  }
+  EXPECT_TRUE(offered);
+}
+
 TEST_F(BuiltinJudge, ConvBiasActivationsPasses) {
   AllPlansPass("tests/corpus/builtin/conv_bias_activations.py", 2);
 }
