@@ -269,7 +269,8 @@ Proposal BuiltinProposer::Large(const std::string& why) {
   return p;
 }
 
-bool BuiltinProposer::SmallSteps(const Plan& parent, const std::optional<KernelRef>& only, Proposal* out) {
+bool BuiltinProposer::SmallSteps(const Plan& parent, const FusedSchedule& sched, const std::optional<KernelRef>& only,
+                                 Proposal* out) {
   Proposal& p = *out;
   std::string error;
   // With `only`, the steps of that kernel alone.
@@ -371,7 +372,6 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const std::optional<KernelR
   }
   // Elementwise kernels launched on their own (a group inside another
   // kernel has no tile configuration of its own).
-  const FusedSchedule sched = Schedule(graph, parent);
   const int n = static_cast<int>(sched.groups.size());
   // Neighbours first (one knob, one step), kernel by kernel; then further values.
   for (int dist = 1; dist <= 6; ++dist) {
@@ -497,11 +497,13 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const std::optional<KernelR
 Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Outcome::KernelMs>& times,
                                 double runtime_ms) {
   Proposal p;
+  const Graph& graph = GraphFor(parent);
+  const FusedSchedule sched = Schedule(graph, parent);
   if (!parent.cuda_graph && !times.empty() && runtime_ms > 0) {
     // The GPU idle between the parent's launches: the same plan from a graph.
     double busy = 0;
     for (const auto& k : times) busy += k.ms;
-    if (busy < kGraphBusyShare * runtime_ms && Launches(parent) >= 2) {
+    if (busy < kGraphBusyShare * runtime_ms && ForwardLaunches(graph, sched) >= 2) {
       Plan q = parent;
       q.cuda_graph = true;
       std::string error;
@@ -517,13 +519,13 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Ou
   // The kernel that took the most of the parent's GPU time first, then all.
   std::vector<std::pair<std::string, double>> ms;
   for (const auto& k : times) ms.push_back({k.name, k.ms});
-  const std::optional<KernelRef> slowest = SlowestKernel(Schedule(GraphFor(parent), parent), ms);
-  if (slowest && SmallSteps(parent, slowest, &p)) {
+  const std::optional<KernelRef> slowest = SlowestKernel(sched, ms);
+  if (slowest && SmallSteps(parent, sched, slowest, &p)) {
     p.note += " (the parent's slowest kernel: " + std::string(KernelKindName(slowest->kind)) + " " +
               std::to_string(slowest->index) + ")";
     return p;
   }
-  if (SmallSteps(parent, std::nullopt, &p)) return p;
+  if (SmallSteps(parent, sched, std::nullopt, &p)) return p;
   return Large("every schedule of the parent's plan was tried; ");
 }
 

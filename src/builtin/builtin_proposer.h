@@ -54,9 +54,10 @@ class BuiltinProposer : public ax::search::Proposer {
   ax::search::Proposal Small(const Plan& parent, const std::vector<ax::search::Outcome::KernelMs>& times,
                              double runtime_ms);
 
-  // The steps of kernel `only` (none: of every kernel, in a fixed order);
-  // true with *p filled when one is new.
-  bool SmallSteps(const Plan& parent, const std::optional<KernelRef>& only, ax::search::Proposal* p);
+  // The steps of kernel `only` (none: of every kernel, in a fixed order) of
+  // parent, scheduled as sched; true with *p filled when one is new.
+  bool SmallSteps(const Plan& parent, const FusedSchedule& sched, const std::optional<KernelRef>& only,
+                  ax::search::Proposal* p);
   // Generates plan; true (and fills p) when it is new.
   bool TryPlan(const Plan& plan, ax::search::Proposal* p, std::string* error);
 
