@@ -27,8 +27,11 @@ or memory-bound at its fraction of the peak. Where the search judged generated c
 `conv`) and plans that leave them to cuDNN, the row compares the fastest correct candidate of each
 (`conv generated A ms vs cuDNN plans B ms (B/A x)`, search-time medians), and the aggregates list
 the tasks where cuDNN stays faster, with where the generated candidate loses (its convolution
-kernels against cuDNN's, or its other kernels) where the search profiled both. Per level, the aggregates also give the median share of the GPU
-time in generated kernels over the profiled correct tasks, and on how many it is at least 0.70.
+kernels against cuDNN's, or its other kernels) where the search profiled both. Likewise, where it
+judged the forward replayed from a CUDA graph (plan `graph`) and launched kernel by kernel, the
+row gives `CUDA graph A ms vs launched B ms (B/A x)` and the aggregates their geomean. Per
+level, the aggregates also give the median share of the GPU time in generated kernels over the
+profiled correct tasks, and on how many it is at least 0.70.
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
 its summary once it finished; `trees`: why not), and a task with neither is "no result (run cut
 short?)". All rows go to OUT/bench_builtin.jsonl, the aggregates to OUT/bench_builtin_summary.json.
@@ -406,6 +409,7 @@ def task_row(name, path, summary, store_entry):
         row["reason"] = "" if correct else why_not(summary, store_entry.get("tree"))
         row["loses_because"] = loses_because(row)
     row["conv_vs_cudnn"] = conv_vs_cudnn(store_entry.get("tree"))
+    row["graph_vs_launches"] = graph_vs_launches(store_entry.get("tree"))
     for v in verdicts:  # baselines from any timed verdict when the summary lacks them
         b = v.get("baseline_ms") or {}
         for k in ("eager", "compile"):
@@ -482,6 +486,31 @@ def _conv_split(kernels):
     return conv, other
 
 
+def fastest_with_and_without(tree, key):
+    """The outcomes of the fastest correct candidates of a search whose plan sets `key` (True) and
+    whose plan does not (False), by their judged medians; None unless the search has both."""
+    best = {True: None, False: None}
+    for n in (tree or {}).get("nodes", []):
+        o, plan = n.get("outcome") or {}, n.get("plan")
+        if n.get("kind") == "root" or not isinstance(plan, dict) or not o.get("correct") or not o.get("runtime_ms"):
+            continue
+        k = bool(plan.get(key))
+        if best[k] is None or o["runtime_ms"] < best[k]["runtime_ms"]:
+            best[k] = o
+    return best if best[True] is not None and best[False] is not None else None
+
+
+def graph_vs_launches(tree):
+    """For a task whose search judged a plan replayed from a CUDA graph (plan `graph`): the
+    fastest correct such candidate's time against the fastest correct one launched kernel by
+    kernel, as {"graph_ms", "launched_ms", "ratio" (launched / graph)}; None without both."""
+    best = fastest_with_and_without(tree, "graph")
+    if best is None:
+        return None
+    return {"graph_ms": best[True]["runtime_ms"], "launched_ms": best[False]["runtime_ms"],
+            "ratio": best[False]["runtime_ms"] / best[True]["runtime_ms"]}
+
+
 def conv_vs_cudnn(tree):
     """For a task whose search judged generated convolutions (plan `conv`): the fastest correct such
     candidate's time against the fastest correct one that leaves them to cuDNN, as
@@ -489,15 +518,8 @@ def conv_vs_cudnn(tree):
     Times are the search's judged medians (not the final re-timing). Where both candidates were
     profiled (their nodes keep `outcome.kernels`), "why" says where the generated one loses: its
     convolution kernels against cuDNN's, or the rest (layout copies, epilogues)."""
-    best = {True: None, False: None}
-    for n in (tree or {}).get("nodes", []):
-        o, plan = n.get("outcome") or {}, n.get("plan")
-        if n.get("kind") == "root" or not isinstance(plan, dict) or not o.get("correct") or not o.get("runtime_ms"):
-            continue
-        k = bool(plan.get("conv"))
-        if best[k] is None or o["runtime_ms"] < best[k]["runtime_ms"]:
-            best[k] = o
-    if best[True] is None or best[False] is None:
+    best = fastest_with_and_without(tree, "conv")
+    if best is None:
         return None
     out = {"generated_ms": best[True]["runtime_ms"], "cudnn_ms": best[False]["runtime_ms"],
            "ratio": best[False]["runtime_ms"] / best[True]["runtime_ms"]}
@@ -603,6 +625,11 @@ def aggregate(rows, compile_baseline=True):
                       **({"why": r["conv_vs_cudnn"]["why"]} if r["conv_vs_cudnn"].get("why") else {}))
                  for r in sorted(cv, key=lambda r: r["conv_vs_cudnn"]["ratio"]) if r["conv_vs_cudnn"]["ratio"] <= 1.0],
     }
+    # The forward replayed from a CUDA graph against the same search's launched plans.
+    gv = [r for r in keep if r.get("graph_vs_launches")]
+    agg["graph_vs_launches"] = {
+        "tasks": len(gv), "geomean_ratio": geomean(r["graph_vs_launches"]["ratio"] for r in gv) if gv else None,
+        "faster": sum(1 for r in gv if r["graph_vs_launches"]["ratio"] > 1.0)}
     return agg
 
 
@@ -635,6 +662,10 @@ def format_row(r):
     if cv:
         note = "; ".join(x for x in (note, "conv generated %.4g ms vs cuDNN plans %.4g ms (%.2fx)" % (
             cv["generated_ms"], cv["cudnn_ms"], cv["ratio"])) if x)
+    gv = r.get("graph_vs_launches")
+    if gv:
+        note = "; ".join(x for x in (note, "CUDA graph %.4g ms vs launched %.4g ms (%.2fx)" % (
+            gv["graph_ms"], gv["launched_ms"], gv["ratio"])) if x)
     if r.get("loses_because"):
         note = (note + "; " if note else "") + "slower: " + r["loses_because"]
     return "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
@@ -692,6 +723,10 @@ def print_aggregates(agg, meta):
               "%d tasks, geomean %.2fx, faster on %d" % (cv["tasks"], cv["geomean_ratio"], cv["faster"]))
         for s in cv["lose"]:
             print("  loses to cuDNN: %s (%.2fx)%s" % (s["task"], s["ratio"], ": " + s["why"] if s.get("why") else ""))
+    gv = agg.get("graph_vs_launches") or {}
+    if gv.get("tasks"):
+        print("the forward from a CUDA graph vs launched kernel by kernel in the same search (launched time / "
+              "graph time): %d tasks, geomean %.2fx, faster on %d" % (gv["tasks"], gv["geomean_ratio"], gv["faster"]))
     sys.stdout.flush()
 
 

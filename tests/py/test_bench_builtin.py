@@ -495,3 +495,28 @@ def test_why_a_generated_convolution_loses_to_cudnn(bb, tmp_path, capsys):
         x["degenerate"] = False
     bb.print_aggregates(bb.aggregate([r, r2, r3]), {})
     assert "loses to cuDNN: 1_Conv2d_ReLU (0.50x): its convolution kernels take 3.5 ms" in capsys.readouterr().out
+
+
+def test_the_graphed_forward_against_the_launched_plans(bb, tmp_path, capsys):
+    """Where the search judged plans replayed from a CUDA graph and plans launched kernel by
+    kernel, the row compares the fastest correct candidate of each and the aggregates their
+    geomean; a search with only one kind has none."""
+    def node(i, graph, ms, correct=True):
+        plan = {"v": 1, "graph": True} if graph else {"v": 1}
+        return {"id": i, "kind": "large", "plan": plan, "outcome": {"correct": correct, "runtime_ms": ms}}
+    summary = {"task": "9_ResNet18", "status": "found", "best_node": 2, "runtime_ms": 1.0,
+               "speedup": {"eager": 2.0, "compile": 1.5}}
+    tree = {"nodes": [{"id": 0, "kind": "root"}, node(1, False, 3.0), node(2, True, 1.0), node(3, True, 0.5, False)]}
+    win = bb.task_row("9_ResNet18", tmp_path / "level3" / "9_ResNet18.py", summary, {"tree": tree})
+    assert win["graph_vs_launches"] == {"graph_ms": 1.0, "launched_ms": 3.0, "ratio": 3.0}
+    assert "CUDA graph 1 ms vs launched 3 ms (3.00x)" in bb.format_row(win)
+    none = bb.task_row("1_MLP", tmp_path / "level3" / "1_MLP.py", dict(summary, task="1_MLP"),
+                       {"tree": {"nodes": [node(1, False, 1.0)]}})
+    assert none["graph_vs_launches"] is None
+    for r in (win, none):
+        r["degenerate"] = False
+    agg = bb.aggregate([win, none])
+    assert agg["graph_vs_launches"] == {"tasks": 1, "geomean_ratio": pytest.approx(3.0), "faster": 1}
+    bb.print_aggregates(agg, {})
+    assert "the forward from a CUDA graph vs launched kernel by kernel in the same search (launched time / graph " \
+           "time): 1 tasks, geomean 3.00x, faster on 1" in capsys.readouterr().out
