@@ -674,7 +674,7 @@ TEST_F(BuiltinJudge, SplitRowEpiloguesReuseTheirChunk) {
   EXPECT_EQ(CountRedEpilogues(g, plan), 0);
 }
 // The interpreter runs kernels that Triton's GPU compiler rejects (a loop
-// variable whose shape changes in the loop): every large-step plan of these
+// variable whose shape changes in the loop, a mask of the wrong type): every large-step plan of these
 // tasks, the split-row plan (and its re-read and held-a-round forms for norms) and the split-row
 // epilogue plan, compiled for sm_90 by Triton itself, on the CPU.
 TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
@@ -686,7 +686,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
                           "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
                           "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
-                          "tests/corpus/builtin/attention.py"}) {
+                          "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
