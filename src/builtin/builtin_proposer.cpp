@@ -499,8 +499,10 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Ou
   Proposal p;
   const Graph& graph = GraphFor(parent);
   const FusedSchedule sched = Schedule(graph, parent);
-  if (!parent.cuda_graph && !times.empty() && runtime_ms > 0) {
-    // The GPU idle between the parent's launches: the same plan from a graph.
+  if (!parent.cuda_graph && !graph_step_taken_ && !times.empty() && runtime_ms > 0) {
+    // The GPU idle between the parent's launches: the same plan from a graph
+    // (once per task: its verdict does not come back here, and a forward the
+    // judge rejects graphed would be proposed again from every parent).
     double busy = 0;
     for (const auto& k : times) busy += k.ms;
     if (busy < kGraphBusyShare * runtime_ms && ForwardLaunches(graph, sched) >= 2) {
@@ -508,6 +510,7 @@ Proposal BuiltinProposer::Small(const Plan& parent, const std::vector<search::Ou
       q.cuda_graph = true;
       std::string error;
       if (TryPlan(q, &p, &error)) {
+        graph_step_taken_ = true;
         char why[160];
         std::snprintf(why, sizeof why, "builtin: the forward from a CUDA graph (the parent's kernels kept the GPU busy %.0f%% of its %.3g ms)",
                       100.0 * busy / runtime_ms, runtime_ms);

@@ -49,8 +49,9 @@ class BuiltinProposer : public ax::search::Proposer {
   ax::search::Proposal Large(const std::string& why);
   // A small step from parent: its forward replayed from a CUDA graph where
   // its profile (times) shows the GPU idle between launches for more than
-  // 1 - kGraphBusyShare of its measured runtime_ms; else one knob of one
-  // kernel, tried first on the kernel that took the most of its GPU time.
+  // 1 - kGraphBusyShare of its measured runtime_ms (the first such parent
+  // of the task only); else one knob of one kernel, tried first on the
+  // kernel that took the most of its GPU time.
   ax::search::Proposal Small(const Plan& parent, const std::vector<ax::search::Outcome::KernelMs>& times,
                              double runtime_ms);
 
@@ -71,6 +72,7 @@ class BuiltinProposer : public ax::search::Proposer {
   std::string decline_;               // non-empty: cannot trace
   std::set<std::string> seen_;        // hashes of sources already proposed
   size_t next_large_ = 0;
+  bool graph_step_taken_ = false;     // a small step has proposed a graphed forward
   int groups_ = 0;                    // kernels under the maximal plan
 };
 

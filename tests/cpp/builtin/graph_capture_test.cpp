@@ -130,5 +130,30 @@ TEST(GraphCapture, ASmallStepWhereTheParentsProfileShowsLaunchGaps) {
   EXPECT_FALSE(unmeasured) << note3;
 }
 
+// Once per task: a second parent with gaps gets a tile step, not the graph again.
+TEST(GraphCapture, TheGraphSmallStepIsTakenOncePerTask) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(MlpGraph(3), &g).ok());
+  BuiltinProposer prop(g, "class Model: pass\n");
+  search::StepContext ctx;
+  ctx.large = true;
+  auto first = prop.Propose(ctx);
+  auto second = prop.Propose(ctx);
+  ASSERT_FALSE(first.source.empty());
+  ASSERT_FALSE(second.source.empty());
+  ctx.large = false;
+  ctx.parent_correct = true;
+  ctx.parent_runtime_ms = 0.1;
+  ctx.parent_kernels = {{"_ax_gemm_kernel0", 0.01}};
+  Plan b;
+  ctx.parent_plan = first.plan;
+  ASSERT_TRUE(Plan::FromJson(prop.Propose(ctx).plan, &b).ok());
+  EXPECT_TRUE(b.cuda_graph);
+  ctx.parent_plan = second.plan;
+  auto again = prop.Propose(ctx);
+  ASSERT_TRUE(Plan::FromJson(again.plan, &b).ok()) << again.note;
+  EXPECT_FALSE(b.cuda_graph) << again.note;
+}
+
 }  // namespace
 }  // namespace ax::builtin
