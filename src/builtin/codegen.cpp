@@ -789,14 +789,15 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   }
   if (plan.cuda_graph) out << CudaGraphHelper();
   out << kernel_src;
-  std::string plist;
-  for (const auto& p : params) plist += ", " + p;
+  std::string plist, args;  // ", a, b" after self; "a, b," as a tuple's items
+  for (const auto& p : params) plist += ", " + p, args += p + ", ";
   out << "class ModelNew(Model):\n";
   if (plan.cuda_graph) {
     // forward replays _ax_forward, the generated forward, from a CUDA graph
+    if (params.size() > 1) args.resize(args.size() - 2);
+    else if (params.size() == 1) args.pop_back();
     out << "    def forward(self" << plist << "):\n"
-        << "        return _ax_graphed(self, self._ax_forward, (" << plist.substr(std::min<size_t>(2, plist.size()))
-        << (params.size() == 1 ? "," : "") << "))\n\n"
+        << "        return _ax_graphed(self, self._ax_forward, (" << args << "))\n\n"
         << "    def _ax_forward(self" << plist << "):\n";
   } else {
     out << "    def forward(self" << plist << "):\n";

@@ -2,101 +2,67 @@
 
 #include <set>
 
-#include "builtin/pywriter.h"
-
 namespace ax::builtin {
 
-std::string CudaGraphHelper() {
-  PyWriter w;
-  {
-    auto f = w.Open("def _ax_graph_key(args):");
-    w.Line("key = []");
-    {
-      auto loop = w.Open("for a in args:");
-      {
-        auto t = w.Open("if isinstance(a, torch.Tensor):");
-        w.Line("key.append((tuple(a.shape), a.stride(), a.dtype, a.device))");
-      }
-      auto e = w.Open("else:");
-      w.Line("key.append((type(a).__name__, a))");
-    }
-    w.Line("return tuple(key)");
-  }
-  w.Line().Line();
-  {
-    auto f = w.Open("def _ax_graph_clone(v):");
-    {
-      auto t = w.Open("if isinstance(v, torch.Tensor):");
-      w.Line("return v.clone()");
-    }
-    {
-      auto t = w.Open("if type(v) in (tuple, list):");
-      w.Line("return type(v)(_ax_graph_clone(x) for x in v)");
-    }
-    w.Line("return v");
-  }
-  w.Line().Line();
-  {
-    auto f = w.Open("def _ax_graph_capture(forward, args):");
-    w.Line("static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]");
-    w.Line("side = torch.cuda.Stream()");
-    w.Line("side.wait_stream(torch.cuda.current_stream())");
-    {
-      auto s = w.Open("with torch.cuda.stream(side):");
-      auto loop = w.Open("for _ in range(2):  # compilation and library workspaces, outside the capture");
-      w.Line("forward(*static)");
-    }
-    w.Line("torch.cuda.current_stream().wait_stream(side)");
-    w.Line("graph = torch.cuda.CUDAGraph()");
-    {
-      auto t = w.Open("try:");
-      auto c = w.Open("with torch.cuda.graph(graph, capture_error_mode=\"thread_local\"):");
-      w.Line("out = forward(*static)");
-    }
-    {
-      auto e = w.Open("except Exception as exc:");
-      w.Line("raise RuntimeError(\"the forward cannot be captured in a CUDA graph: %s\" % exc) from None");
-    }
-    w.Line("return graph, static, out");
-  }
-  w.Line().Line();
-  {
-    auto f = w.Open("def _ax_graphed(module, forward, args):");
-    w.Line("tensors = [a for a in args if isinstance(a, torch.Tensor)]");
-    {
-      auto t = w.Open(
-          "if (not tensors or not all(t.is_cuda for t in tensors) or len({t.device for t in tensors}) != 1\n"
-          "        or torch.cuda.is_current_stream_capturing()):");
-      w.Line("return forward(*args)");
-    }
-    w.Line("graphs = module.__dict__.setdefault(\"_ax_graphs\", {})");
-    {
-      auto t = w.Open("try:");
-      w.Line("key = _ax_graph_key(args)");
-      w.Line("entry = graphs.get(key)");
-    }
-    {
-      auto e = w.Open("except TypeError:  # an argument that cannot be a key");
-      w.Line("return forward(*args)");
-    }
-    {
-      auto t = w.Open("if entry is None:");
-      {
-        auto d = w.Open("with torch.cuda.device(tensors[0].device):");
-        w.Line("entry = graphs[key] = _ax_graph_capture(forward, args)");
-      }
-    }
-    w.Line("graph, static, out = entry");
-    {
-      auto loop = w.Open("for dst, src in zip(static, args):");
-      auto t = w.Open("if isinstance(dst, torch.Tensor):");
-      w.Line("dst.copy_(src)");
-    }
-    w.Line("graph.replay()");
-    w.Line("return _ax_graph_clone(out)");
-  }
-  w.Line().Line();
-  return w.str();
+const char* CudaGraphHelper() {
+  return R"PY(def _ax_graph_key(args):
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.stride(), a.dtype, a.device))
+        else:
+            key.append((type(a).__name__, a))
+    return tuple(key)
+
+
+def _ax_graph_clone(v):
+    if isinstance(v, torch.Tensor):
+        return v.clone()
+    if type(v) in (tuple, list):
+        return type(v)(_ax_graph_clone(x) for x in v)
+    return v
+
+
+def _ax_graph_capture(forward, args):
+    static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # compilation and library workspaces, outside the capture
+            forward(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            out = forward(*static)
+    except Exception as exc:
+        raise RuntimeError("the forward cannot be captured in a CUDA graph: %s" % exc) from None
+    return graph, static, out
+
+
+def _ax_graphed(module, forward, args):
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if (not tensors or not all(t.is_cuda for t in tensors) or len({t.device for t in tensors}) != 1
+            or torch.cuda.is_current_stream_capturing()):
+        return forward(*args)
+    graphs = module.__dict__.setdefault("_ax_graphs", {})
+    try:
+        key = _ax_graph_key(args)
+        entry = graphs.get(key)
+    except TypeError:  # an argument that cannot be a key
+        return forward(*args)
+    if entry is None:
+        with torch.cuda.device(tensors[0].device):
+            entry = graphs[key] = _ax_graph_capture(forward, args)
+    graph, static, out = entry
+    for dst, src in zip(static, args):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+    graph.replay()
+    return _ax_graph_clone(out)
+
+
+)PY";
 }
 
 namespace {

@@ -22,7 +22,7 @@ namespace ax::builtin {
 // while another capture is under way, run the forward as it is. A forward
 // that cannot be captured (a host synchronisation inside it) raises with the
 // capture's error.
-std::string CudaGraphHelper();
+const char* CudaGraphHelper();
 
 // The kernel launches one call of the forward makes under schedule s: its
 // Triton kernels, plus the operators left to PyTorch (views, shape questions

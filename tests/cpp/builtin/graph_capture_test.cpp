@@ -80,6 +80,27 @@ TEST(GraphCapture, TheForwardIsReplayedFromAGraphAndThePlanSaysSo) {
   EXPECT_NE(src.find("    def forward(self, v_x):\n"), std::string::npos);
 }
 
+// The forward's arguments reach the graph as one tuple, whatever their number.
+TEST(GraphCapture, EveryArgumentReachesTheGraphedForward) {
+  json nodes = json::array();
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T({4, 16})}});
+  nodes.push_back({{"name", "y"}, {"op", "placeholder"}, {"target", "y"}, {"args", json::array()}, {"out", T({4, 16})}});
+  nodes.push_back({{"name", "add"}, {"op", "call_function"}, {"target", "add"}, {"callable", "operator.add"},
+                   {"args", {N("x"), N("y")}}, {"out", T({4, 16})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("add")}},
+                   {"out", {{"kind", "other"}}}});
+  Graph g;
+  ASSERT_TRUE(ParseGraph(json{{"nodes", nodes}, {"training", true}}, &g).ok());
+  Plan plan;
+  plan.cuda_graph = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plan, &src).ok());
+  EXPECT_NE(src.find("    def forward(self, v_x, v_y):\n        return _ax_graphed(self, self._ax_forward, (v_x, v_y))\n"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("    def _ax_forward(self, v_x, v_y):\n"), std::string::npos) << src;
+}
+
 TEST(GraphCapture, ALargeStepForAForwardOfManyLaunchesOnly) {
   Graph deep, shallow;
   ASSERT_TRUE(ParseGraph(MlpGraph(kGraphMinLaunches), &deep).ok());
