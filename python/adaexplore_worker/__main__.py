@@ -60,6 +60,7 @@ def main(argv):
         line = line.strip()
         if not line:
             continue
+        allocated = common.allocated_bytes()
         try:
             req = json.loads(line)
             op = req.get("op")
@@ -88,8 +89,9 @@ def main(argv):
             del exc
         # Device memory this request left cached goes back before the judge
         # hears the answer (and admits other work to the GPU), failed requests
-        # included.
-        common.release_cached("cuda")
+        # included; garbage is collected only when the request left memory
+        # allocated (the judge's clock runs until this reply).
+        common.release_cached("cuda", allocated_before=allocated)
         proto.write(json.dumps(_finite(resp), default=repr, allow_nan=False) + "\n")
     return 0
 
