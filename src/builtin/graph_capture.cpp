@@ -1,5 +1,6 @@
 #include "builtin/graph_capture.h"
 
+#include <algorithm>
 #include <set>
 
 namespace ax::builtin {
@@ -85,6 +86,31 @@ bool Launches(const Node& n) {
   return (n.op == "call_function" || n.op == "call_method") && n.is_tensor && !NoLaunch().count(n.target);
 }
 
+}  // namespace
+
+int OperatorLaunches(const Graph& g, const Node& n) {
+  if (!Launches(n)) return 0;
+  const std::string cls = n.ModuleClass();
+  if (cls != "LSTM" && cls != "GRU" && cls != "RNN") return 1;
+  // A recurrent module left whole steps through its sequence: a launch per
+  // step, layer and direction at the least.
+  const nlohmann::json& attrs = n.module.is_object() ? n.module["attrs"] : nlohmann::json();
+  const Node* x = nullptr;
+  if (!n.args.empty()) {
+    std::vector<std::string> refs;
+    CollectNodeRefs(n.args[0], &refs);
+    if (refs.size() == 1) x = g.Find(refs[0]);
+  }
+  int64_t steps = 1;
+  if (x && x->shape.size() == 3) steps = x->shape[AttrOr(attrs, "batch_first", false) ? 1 : 0];
+  else if (x && x->shape.size() == 2) steps = x->shape[0];
+  const int64_t layers = std::max<int64_t>(1, AttrOr<int64_t>(attrs, "num_layers", 1));
+  const int64_t dirs = AttrOr(attrs, "bidirectional", false) ? 2 : 1;
+  return static_cast<int>(std::min<int64_t>(steps * layers * dirs, 1 << 20));
+}
+
+namespace {
+
 int64_t ItemSize(const std::string& dtype) {
   if (dtype == "torch.float16" || dtype == "torch.bfloat16" || dtype == "torch.int16") return 2;
   if (dtype == "torch.float64" || dtype == "torch.int64") return 8;
@@ -114,7 +140,7 @@ int ForwardLaunches(const Graph& g, const FusedSchedule& s) {
   for (const auto& a : s.attns) covered.insert(a.first);
   int library = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!covered.count(static_cast<int>(i)) && Launches(g.nodes[i])) ++library;
+    if (!covered.count(static_cast<int>(i))) library += OperatorLaunches(g, g.nodes[i]);
   }
   return s.TritonKernels() + library;
 }

@@ -24,9 +24,14 @@ namespace ax::builtin {
 // capture's error.
 const char* CudaGraphHelper();
 
+// The launches PyTorch makes for node n of g: none for views, shape
+// questions and getitem of a tuple; for an LSTM, GRU or RNN module one per
+// time step, layer and direction (its input's sequence length, num_layers,
+// bidirectional); else one.
+int OperatorLaunches(const Graph& g, const Node& n);
+
 // The kernel launches one call of the forward makes under schedule s: its
-// Triton kernels, plus the operators left to PyTorch (views, shape questions
-// and getitem of a tuple launch nothing and are not counted).
+// Triton kernels, plus the operators left to PyTorch (OperatorLaunches).
 int ForwardLaunches(const Graph& g, const FusedSchedule& s);
 
 // The bytes of the tensors the forward's operators write (views excluded),

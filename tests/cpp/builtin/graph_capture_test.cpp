@@ -117,6 +117,71 @@ TEST(GraphCapture, ALargeStepForAForwardOfManyLaunchesOnly) {
   for (const Plan& p : few.LargePlans()) EXPECT_FALSE(p.cuda_graph);
 }
 
+// x, h0 -> nn.GRU(layers, bidirectional) -> [0]: one library call that steps
+// through the sequence, and nothing for the compiler to fuse.
+json GruGraph(int64_t seq, int64_t layers, bool bidirectional, bool batch_first) {
+  json nodes = json::array();
+  const std::vector<int64_t> xs = batch_first ? std::vector<int64_t>{10, seq, 128} : std::vector<int64_t>{seq, 10, 128};
+  const int64_t dirs = bidirectional ? 2 : 1;
+  nodes.push_back({{"name", "x"}, {"op", "placeholder"}, {"target", "x"}, {"args", json::array()}, {"out", T(xs)}});
+  nodes.push_back({{"name", "h0"}, {"op", "placeholder"}, {"target", "h0"}, {"args", json::array()},
+                   {"out", T({layers * dirs, 10, 256})}});
+  json module = {{"class", "GRU"},
+                 {"attrs", {{"hidden_size", 256}, {"num_layers", layers}, {"bidirectional", bidirectional},
+                            {"batch_first", batch_first}, {"bias", true}}},
+                 {"params", json::object()}};
+  nodes.push_back({{"name", "gru"}, {"op", "call_module"}, {"target", "gru"}, {"module", module},
+                   {"args", {N("x"), N("h0")}}, {"out", {{"kind", "tuple"}}}});
+  nodes.push_back({{"name", "getitem"}, {"op", "call_function"}, {"target", "getitem"}, {"callable", "operator.getitem"},
+                   {"args", {N("gru"), {{"repr", "0"}, {"value", 0}}}}, {"out", T({seq, 10, 256 * dirs})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("getitem")}},
+                   {"out", {{"kind", "other"}}}});
+  return {{"nodes", nodes}, {"training", true}};
+}
+
+TEST(GraphCapture, ARecurrentModuleLaunchesPerStepLayerAndDirection) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(GruGraph(512, 6, false, false), &g).ok());
+  EXPECT_EQ(ForwardLaunches(g, Schedule(g, Plan())), 512 * 6);
+  ASSERT_TRUE(ParseGraph(GruGraph(7, 3, true, true), &g).ok());
+  EXPECT_EQ(ForwardLaunches(g, Schedule(g, Plan())), 7 * 3 * 2);
+}
+
+// A recurrent network (the last step's features through a Linear head): its
+// few Triton kernels come with a recurrent module's launches per time step,
+// so its first plan is offered again from a CUDA graph. A recurrent module
+// alone is no candidate, graphed or not: a candidate needs a kernel of its own.
+TEST(GraphCapture, ARecurrentNetworkIsOfferedGraphedButALoneModuleIsNot) {
+  json lone = GruGraph(512, 6, false, false);
+  Graph g;
+  ASSERT_TRUE(ParseGraph(lone, &g).ok());
+  Plan graphed;
+  graphed.cuda_graph = true;
+  std::string src;
+  EXPECT_EQ(Generate(g, "class Model: pass\n", graphed, &src).code(), StatusCode::kUnsupported);
+
+  json net = lone;
+  json& nodes = net["nodes"];
+  nodes.erase(nodes.size() - 1);  // the output
+  nodes.push_back({{"name", "last"}, {"op", "call_function"}, {"target", "getitem"}, {"callable", "operator.getitem"},
+                   {"args", {N("getitem"), {{"repr", "-1"}, {"value", -1}}}}, {"out", T({10, 256})}});
+  nodes.push_back({{"name", "fc"}, {"op", "call_module"}, {"target", "fc"}, {"module", test_graphs::LinearModule(256, 16, true)},
+                   {"args", {N("last")}}, {"out", T({10, 16})}});
+  nodes.push_back({{"name", "relu"}, {"op", "call_function"}, {"target", "relu"}, {"callable", "torch.relu"},
+                   {"args", {N("fc")}}, {"out", T({10, 16})}});
+  nodes.push_back({{"name", "output"}, {"op", "output"}, {"target", "output"}, {"args", {N("relu")}},
+                   {"out", {{"kind", "other"}}}});
+  ASSERT_TRUE(ParseGraph(net, &g).ok());
+  BuiltinProposer proposer(g, "class Model: pass\n");
+  const std::vector<Plan> plans = proposer.LargePlans();
+  ASSERT_GE(plans.size(), 2u);
+  EXPECT_FALSE(plans[0].cuda_graph);
+  EXPECT_TRUE(plans[1].cuda_graph);
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[1], &src).ok());
+  EXPECT_NE(src.find("self.gru(v_x, v_h0)"), std::string::npos) << src;
+  EXPECT_NE(src.find("return _ax_graphed(self, self._ax_forward, (v_x, v_h0))"), std::string::npos) << src;
+}
+
 // A small step from a measured parent: graphed first when its kernels kept
 // the GPU busy for less than kGraphBusyShare of its time, else a tile.
 TEST(GraphCapture, ASmallStepWhereTheParentsProfileShowsLaunchGaps) {
