@@ -14,9 +14,14 @@ class PyWriter {
   class Block {
    public:
     explicit Block(PyWriter* w) : w_(w) { ++w_->depth_; }
-    ~Block() { --w_->depth_; }
+    // A block handed on (returned by a helper that wrote its header) closes once.
+    Block(Block&& o) noexcept : w_(o.w_) { o.w_ = nullptr; }
+    ~Block() {
+      if (w_) --w_->depth_;
+    }
     Block(const Block&) = delete;
     Block& operator=(const Block&) = delete;
+    Block& operator=(Block&&) = delete;
 
    private:
     PyWriter* w_;
