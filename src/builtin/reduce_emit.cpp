@@ -85,7 +85,9 @@ PyWriter::Block RedKernel::Launcher(PyWriter& w, const std::string& sig) const {
 }
 
 std::string red::NeutralOther(const std::string& kind) {
-  if (kind == "amax" || kind == "argmax" || kind == "softmax" || kind == "log_softmax" || kind == "logsumexp") {
+  // xent: its online logsumexp counts exp(v - max) of every lane it loads
+  if (kind == "amax" || kind == "argmax" || kind == "softmax" || kind == "log_softmax" || kind == "logsumexp" ||
+      kind == "xent") {
     return "float('-inf')";
   }
   if (kind == "amin" || kind == "argmin") return "float('inf')";
