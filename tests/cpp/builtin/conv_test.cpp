@@ -11,6 +11,7 @@
 #include "builtin/codegen.h"
 #include "builtin/conv.h"
 #include "builtin/graph.h"
+#include "golden.h"
 #include "test_graphs.h"
 
 namespace ax::builtin {
@@ -123,19 +124,8 @@ TEST(Conv, ConvolutionPlansFollowTheDefault) {
 }
 
 // The emitted kernel and launcher of one tap-major convolution (input
-// channels-last, and read in place) and one flattened convolution, against tests/golden/ (regenerate with AX_UPDATE_GOLDEN=1).
-void ExpectGolden(const std::string& name, const std::string& text) {
-  const std::string path = std::string(ADAEXPLORE_SOURCE_DIR) + "/tests/golden/" + name;
-  if (std::getenv("AX_UPDATE_GOLDEN")) {
-    std::ofstream(path) << text;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << path;
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "emission changed; if intended, rerun with AX_UPDATE_GOLDEN=1 and review " << path;
-}
-
+// channels-last, and read in place) and one flattened convolution, against
+// tests/golden/ (golden.h).
 TEST(Conv, EmitsTheGoldenKernels) {
   struct Case {
     const char* golden;
@@ -160,7 +150,7 @@ TEST(Conv, EmitsTheGoldenKernels) {
     op.conv_native = c.native;
     std::string src;
     ASSERT_TRUE(EmitConv(g, *g.Find("conv"), op, 0, DefaultConvSchedule(op), nullptr, &src).ok());
-    ExpectGolden(c.golden, src);
+    test_golden::ExpectGolden(c.golden, src);
   }
 }
 
