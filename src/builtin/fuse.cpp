@@ -151,7 +151,7 @@ bool ClassifyElementwise(const Graph& g, const Node& n, EwOp* out) {
       {"clip", "clamp"}, {"negative", "neg"}, {"relu6", "relu6"}, {"absolute", "abs"}};
   if (auto it = kAlias.find(fn); it != kAlias.end()) fn = it->second;
   // torch.min(x, y) / torch.max(x, y) with a tensor y are elementwise (with
-  // a dim they are reductions, reduce.cpp).
+  // a dim they are reductions, reduce_lower.cpp).
   if ((fn == "min" || fn == "max") && n.args.size() == 2 && n.kwargs.empty() && n.args[1].contains("node")) {
     fn = fn == "min" ? "minimum" : "maximum";
   }
