@@ -284,10 +284,12 @@ class CandidateRun {
                     unsigned long long seed0, Verdict* v) {
     (void)info;
     const std::string cand_hash = Sha256Hex(req.candidate_source);
-    // 1. Compile: import, build, instantiate, one warm call. Overlaps other
-    //    candidates' trials and timing. The warm call's builds (Triton's JIT,
-    //    lazy extensions) share the compile deadline; the call itself gets
-    //    max(call_timeout_s, 100 x the reference's call).
+    // 1. Compile: import, build, instantiate (overlapping other candidates'
+    //    trials and timing: host work), then one warm call, which runs on the
+    //    device and so shares it as trials do, never with a timing run. The
+    //    warm call's builds (Triton's JIT, lazy extensions) share the compile
+    //    deadline; the call itself gets max(call_timeout_s, 100 x the
+    //    reference's call).
     double t_phase = NowSeconds();
     auto phase = [&](const char* name) {
       double now = NowSeconds();
@@ -311,6 +313,9 @@ class CandidateRun {
     }
     const double call_s = std::max(o.call_timeout_s, 100.0 * info.call_ms / 1e3);
     const double build_left = std::max(1.0, o.compile_timeout_s - load.seconds);
+    // Held from here through the trials (shared holds do not nest).
+    std::shared_lock<DeviceLock> shared(st->exec_mu);
+    phase("wait");
     Reply warm = w->Request({{"op", "warm"}}, Deadlines{call_s, build_left});
     phase("warm");
     if (warm.build_seconds > 0) v->phases["warm_build"] = warm.build_seconds;
@@ -323,8 +328,6 @@ class CandidateRun {
 
     // 2. Correctness trials share the device with other candidates' trials
     //    (not with timing runs); the reference serves one comparison at a time.
-    std::shared_lock<DeviceLock> shared(st->exec_mu);
-    phase("wait");
     auto ensure = [&]() -> bool {
       TaskInfo again;
       Status s = st->ref.EnsureTask(req.task, o, &again);
