@@ -152,8 +152,7 @@ size_t FirstTensorInput(const Graph& g, const Group& grp) {
 
 }  // namespace
 
-Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& indent,
-                      std::map<std::string, std::string>* names, std::string* lines) {
+Status RenderGroupOps(const Graph& g, const Group& grp, PyWriter* w, std::map<std::string, std::string>* names) {
   for (int idx : grp.nodes) {
     const EwOp& op = grp.ops.at(idx);
     std::vector<std::string> a;
@@ -162,26 +161,28 @@ Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& inden
     Status st = RenderEw(op, a, &e);
     if (!st.ok()) return st;
     std::string v = "t_" + g.nodes[idx].name;
-    *lines += indent + v + " = " + e + "\n";
+    w->Line(v + " = " + e);
     (*names)[g.nodes[idx].name] = v;
   }
   return Status::Ok();
 }
 
-std::string InputPrelude(const Node& in, size_t i, const std::string& prefix) {
+void InputPrelude(PyWriter* w, const Node& in, size_t i, const std::string& prefix) {
   const std::string v = prefix + std::to_string(i);
-  if (in.is_number) return "    " + v + " = float(" + v + ")\n";
-  return "    assert list(" + v + ".shape) == " + PyShape(in.shape) +
-         ", \"the kernel was generated for the traced shapes\"\n    " + v + " = " + v + ".contiguous()\n";
+  if (in.is_number) {
+    w->Line(v + " = float(" + v + ")");
+    return;
+  }
+  w->Line("assert list(" + v + ".shape) == " + PyShape(in.shape) + ", \"the kernel was generated for the traced shapes\"");
+  w->Line(v + " = " + v + ".contiguous()");
 }
 
 // A kernel line loading tensor input i of grp into var at the group's flat
 // index `offs` (a broadcast input through its merged index).
-std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
-                      const std::string& indent, const std::string& prefix) {
+void InputLoad(PyWriter* w, const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
+               const std::string& prefix) {
   const std::string addr = in.shape != grp.shape ? "(" + BroadcastIndex(in.shape, grp.shape) + ")" : "offs";
-  return indent + var + " = tl.load(" + prefix + std::to_string(i) + " + " + addr + ", mask=" + mask +
-         ", other=0.0).to(tl.float32)\n";
+  w->Line(var + " = tl.load(" + prefix + std::to_string(i) + " + " + addr + ", mask=" + mask + ", other=0.0).to(tl.float32)");
 }
 
 namespace {
@@ -198,17 +199,20 @@ Status RenderPrologue(const Graph& g, const Group& grp, const std::vector<std::s
   if (first_tensor == grp.inputs.size()) return Status::Error("a prologue without tensor inputs");
   ReductionPrologue p;
   std::map<std::string, std::string> names;
+  PyWriter head, lines;
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     const std::string si = std::to_string(i);
     const Node& in = *g.Find(grp.inputs[i]);
     p.params.push_back("in" + si);
-    p.head += InputPrelude(in, i);
+    InputPrelude(&head, in, i);
     names[grp.inputs[i]] = in.is_number ? "in" + si : "pin" + si;
-    if (!in.is_number) p.lines += InputLoad(in, grp, i, "pin" + si, "m", "        ");
+    if (!in.is_number) InputLoad(&lines, in, grp, i, "pin" + si, "m");
     if (!in.is_number && in.shape == grp.shape) p.loaded[grp.inputs[i]] = "pin" + si;
   }
-  Status st = RenderGroupOps(g, grp, "        ", &names, &p.lines);
+  Status st = RenderGroupOps(g, grp, &lines, &names);
   if (!st.ok()) return st;
+  p.head = head.str();
+  p.lines = lines.str();
   for (const auto& r : results_of) p.results.push_back(names.at(r));
   p.tensor = "in" + std::to_string(first_tensor);
   *out = std::move(p);
@@ -220,7 +224,7 @@ Status MakePrologue(const Graph& g, const Group& grp, ReductionPrologue* out) {
   Status st = RenderPrologue(g, grp, grp.outputs, out);
   if (!st.ok()) return st;
   out->load = [loads = out->lines, result = out->results[0]](const std::string& other) {
-    return loads + "        v = tl.where(m, " + result + ", " + other + ")\n";
+    return loads + "v = tl.where(m, " + result + ", " + other + ")\n";
   };
   return Status::Ok();
 }
@@ -278,18 +282,16 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       const std::string si = std::to_string(i);
       if (auto f = feeds.find(i); f != feeds.end()) {
         kr.Line("# " + grp.inputs[i] + ": " + f->second.op.norm_class + " applied here");
-        kr.Text(NormApplyLines(f->second.op, si), 4);
+        kr.Text(NormApplyLines(f->second.op, si));
         names[grp.inputs[i]] = "y" + si;
         continue;
       }
       const Node& in = *g.Find(grp.inputs[i]);
       names[grp.inputs[i]] = in.is_number ? "in" + si : "x" + si;  // a number is a float32 argument
-      if (!in.is_number) kr.Text(InputLoad(in, grp, i, "x" + si, "mask", ""));
+      if (!in.is_number) InputLoad(&kr, in, grp, i, "x" + si, "mask");
     }
-    std::string ops;
-    Status st = RenderGroupOps(g, grp, "", &names, &ops);
+    Status st = RenderGroupOps(g, grp, &kr, &names);
     if (!st.ok()) return st;
-    kr.Text(ops);
     for (size_t i = 0; i < grp.outputs.size(); ++i) {
       kr.Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=mask)");
     }
@@ -310,7 +312,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       const std::string si = std::to_string(i);
       auto f = feeds.find(i);
       if (f == feeds.end()) {
-        ln.Text(InputPrelude(in, i), 4);
+        InputPrelude(&ln, in, i);
         continue;
       }
       ln.Line("assert list(in" + si + ".shape) == " + PyShape(in.shape) +
@@ -346,15 +348,16 @@ Status MakeRedEpilogue(const Graph& g, const Group* pre, const Group& grp, const
   ReductionEpilogue e;
   std::map<std::string, std::string> base = {{value, "red2"}};
   if (pre) {
-    std::string once;
-    Status st = RenderGroupOps(g, *pre, "    ", &base, &once);
+    PyWriter once;
+    Status st = RenderGroupOps(g, *pre, &once, &base);
     if (!st.ok()) return st;
-    e.once = once;
+    e.once = once.str();
   }
+  PyWriter head;
   // lines: every input loaded; coop_lines: those in `loaded` taken from there
   for (int reuse : {0, 1}) {
     std::map<std::string, std::string> names = base;
-    std::string loads;
+    PyWriter loads;
     for (size_t i = 0; i < grp.inputs.size(); ++i) {
       if (names.count(grp.inputs[i])) continue;  // the value, or what pre made of it
       // named ein<i>: a prologue's inputs, in the same kernel, are in<i>
@@ -362,7 +365,7 @@ Status MakeRedEpilogue(const Graph& g, const Group* pre, const Group& grp, const
       const Node& in = *g.Find(grp.inputs[i]);
       if (!reuse) {
         e.params.push_back("ein" + si);
-        e.head += InputPrelude(in, i, "ein");
+        InputPrelude(&head, in, i, "ein");
       }
       names[grp.inputs[i]] = in.is_number ? "ein" + si : "epin" + si;
       if (in.is_number) continue;
@@ -370,16 +373,17 @@ Status MakeRedEpilogue(const Graph& g, const Group* pre, const Group& grp, const
       if (reuse && l != loaded.end() && in.shape == grp.shape) {
         names[grp.inputs[i]] = l->second;
       } else {
-        loads += InputLoad(in, grp, i, "epin" + si, "m", "        ", "ein");
+        InputLoad(&loads, in, grp, i, "epin" + si, "m", "ein");
       }
     }
-    Status st = RenderGroupOps(g, grp, "        ", &names, &loads);
+    Status st = RenderGroupOps(g, grp, &loads, &names);
     if (!st.ok()) return st;
     for (size_t i = 0; i < grp.outputs.size(); ++i) {
-      loads += "        tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=m)\n";
+      loads.Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=m)");
     }
-    (reuse ? e.coop_lines : e.lines) = loads;
+    (reuse ? e.coop_lines : e.lines) = loads.str();
   }
+  e.head = head.str();
   e.outputs = grp.outputs.size();
   *out = std::move(e);
   return Status::Ok();

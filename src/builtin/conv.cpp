@@ -445,10 +445,8 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     w.Line("mask = (rm[:, None] < M) & (rn[None, :] < NG)");
     w.Line(std::string("offs = (nb") + (wide ? ".to(tl.int64)" : "") + "[:, None] * " + S(c.cout) +
            " + co[None, :]) * " + S(OS) + " + sp[:, None]");
-    std::string lines;
-    Status st = EmitAccumulatorStore(g, epi, self, "", &lines);
+    Status st = EmitAccumulatorStore(g, epi, self, &w);
     if (!st.ok()) return st;
-    w.Text(lines);
   }
 
   PyWriter l;
@@ -475,13 +473,11 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       l.Line("a = x.contiguous()");
       l.Line("b = weight.contiguous()");
     }
-    std::string prelude;
     if (epi) {
       for (size_t i = 0; i < epi->inputs.size(); ++i) {
-        if (i != self) prelude += InputPrelude(*g.Find(epi->inputs[i]), i);
+        if (i != self) InputPrelude(&l, *g.Find(epi->inputs[i]), i);
       }
     }
-    l.Text(prelude, 4);  // InputPrelude's lines are 4 spaces deep
     for (const auto& o : outputs) {
       l.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
     }

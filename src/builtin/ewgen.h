@@ -8,25 +8,25 @@
 
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
+#include "builtin/pywriter.h"
 #include "common/status.h"
 
 namespace ax::builtin {
 
-// The group's operators as Triton lines (`indent` t_<node> = ...), reading
-// the variables in *names (its inputs) and adding its nodes' to it.
-Status RenderGroupOps(const Graph& g, const Group& grp, const std::string& indent,
-                      std::map<std::string, std::string>* names, std::string* lines);
+// The group's operators as Triton lines (t_<node> = ...) at w's depth,
+// reading the variables in *names (its inputs) and adding its nodes' to it.
+Status RenderGroupOps(const Graph& g, const Group& grp, PyWriter* w, std::map<std::string, std::string>* names);
 
-// Launcher lines for plain input i (4-space indent): a number is computed in
-// float32, as PyTorch does; a tensor must have the traced shape the kernel was
+// Launcher lines for plain input i: a number is computed in float32, as
+// PyTorch does; a tensor must have the traced shape the kernel was
 // specialised to and is made contiguous (a no-op when it is). The input is
 // named <prefix><i> in the launcher and the kernel.
-std::string InputPrelude(const Node& in, size_t i, const std::string& prefix = "in");
+void InputPrelude(PyWriter* w, const Node& in, size_t i, const std::string& prefix = "in");
 
 // A kernel line loading tensor input i of grp into var at the group's flat
 // index `offs` (a broadcast input through its merged index).
-std::string InputLoad(const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
-                      const std::string& indent, const std::string& prefix = "in");
+void InputLoad(PyWriter* w, const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
+               const std::string& prefix = "in");
 
 // Groups smaller than this index with int32 arithmetic.
 inline constexpr int64_t kInt32Elements = (int64_t{1} << 31) - (int64_t{1} << 20);

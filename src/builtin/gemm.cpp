@@ -1,6 +1,5 @@
 #include "builtin/gemm.h"
 
-#include <sstream>
 
 #include "builtin/conv.h"
 #include "builtin/ewgen.h"
@@ -67,10 +66,9 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
-Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, const std::string& indent,
-                            std::string* lines) {
+Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w) {
   if (!epi) {
-    *lines += indent + "tl.store(out0 + offs, acc, mask=mask)\n";
+    w->Line("tl.store(out0 + offs, acc, mask=mask)");
     return Status::Ok();
   }
   std::map<std::string, std::string> names;
@@ -82,14 +80,12 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, const
     }
     const Node& in = *g.Find(epi->inputs[i]);
     names[epi->inputs[i]] = in.is_number ? "in" + si : "x" + si;
-    if (!in.is_number) *lines += InputLoad(in, *epi, i, "x" + si, "mask", indent);
+    if (!in.is_number) InputLoad(w, in, *epi, i, "x" + si, "mask");
   }
-  std::string ops;
-  Status st = RenderGroupOps(g, *epi, indent, &names, &ops);
+  Status st = RenderGroupOps(g, *epi, w, &names);
   if (!st.ok()) return st;
-  *lines += ops;
   for (size_t i = 0; i < epi->outputs.size(); ++i) {
-    *lines += indent + "tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)\n";
+    w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
   }
   return Status::Ok();
 }
@@ -106,6 +102,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   }
   const int64_t numel = op.M * op.N;
   const bool wide = numel >= kInt32Elements;
+  auto S = [](int64_t v) { return std::to_string(v); };
   std::vector<std::string> params = {"a", "b", "bias"};
   std::vector<std::string> outputs;
   if (epi) {
@@ -118,94 +115,102 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   }
   for (const auto& o : outputs) params.push_back(o);
 
-  std::ostringstream kr;
+  PyWriter w;
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
-  kr << "@triton.jit\ndef " << kname << "(";
-  for (const auto& p : params) kr << p << ", ";
-  kr << "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr, SAK: tl.constexpr, "
-        "SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
-        "GROUP_M: tl.constexpr):\n";
-  kr << "    # C = A @ B" << (op.has_bias ? " + bias" : "") << " (A [M, K], B [K, N]"
-     << (op.linear ? " = the Linear's weight transposed" : "") << ", read through their strides), "
-     << "fp32 accumulation, split-TF32 (3-pass) products";
-  if (epi) {
-    kr << "; epilogue: ";
-    for (size_t j = 0; j < epi->nodes.size(); ++j) kr << (j ? ", " : "") << epi->ops.at(epi->nodes[j]).fn;
-  }
-  kr << "\n";
-  kr << "    pid = tl.program_id(0)\n"
-        "    num_m = tl.cdiv(M, BM)\n"
-        "    num_n = tl.cdiv(N, BN)\n"
-        "    width = GROUP_M * num_n\n"
-        "    first_m = (pid // width) * GROUP_M\n"
-        "    size_m = tl.minimum(num_m - first_m, GROUP_M)\n"
-        "    pid_m = first_m + (pid % width) % size_m\n"
-        "    pid_n = (pid % width) // size_m\n"
-        "    rm = pid_m * BM + tl.arange(0, BM)\n"
-        "    rn = pid_n * BN + tl.arange(0, BN)\n"
-        "    rk = tl.arange(0, BK)\n"
-        "    # rows and columns past the edge wrap around (valid addresses); their results are not stored\n"
-        "    a_ptr = a + (rm % M).to(tl.int64)[:, None] * SAM + rk[None, :] * SAK\n"
-        "    b_ptr = b + rk[:, None] * SBK + (rn % N).to(tl.int64)[None, :] * SBN\n"
-        "    acc = tl.zeros((BM, BN), dtype=tl.float32)\n"
-        "    for kk in range(0, tl.cdiv(K, BK)):\n";
-  if (op.K % s.bk == 0) {
-    kr << "        at = tl.load(a_ptr)\n"
-          "        bt = tl.load(b_ptr)\n";
-  } else {
-    kr << "        kmask = rk < K - kk * BK\n"
-          "        at = tl.load(a_ptr, mask=kmask[None, :], other=0.0)\n"
-          "        bt = tl.load(b_ptr, mask=kmask[:, None], other=0.0)\n";
-  }
-  kr << "        acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")\n"
-        "        a_ptr += BK * SAK\n"
-        "        b_ptr += BK * SBK\n";
-  if (op.has_bias) kr << "    acc += tl.load(bias + rn % N)[None, :]\n";
-  kr << "    mask = (rm[:, None] < M) & (rn[None, :] < N)\n";
-  if (wide) kr << "    offs = rm.to(tl.int64)[:, None] * N + rn[None, :]\n";
-  else kr << "    offs = rm[:, None] * N + rn[None, :]\n";
+  w.Line("@triton.jit");
   {
-    std::string lines;
-    Status st = EmitAccumulatorStore(g, epi, self, "    ", &lines);
+    std::string sig;
+    for (const auto& p : params) sig += p + ", ";
+    auto kernel = w.Open("def " + kname + "(" + sig +
+                         "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr, SAK: tl.constexpr, "
+                         "SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
+                         "GROUP_M: tl.constexpr):");
+    std::string what = std::string("# C = A @ B") + (op.has_bias ? " + bias" : "") + " (A [M, K], B [K, N]" +
+                       (op.linear ? " = the Linear's weight transposed" : "") +
+                       ", read through their strides), fp32 accumulation, split-TF32 (3-pass) products";
+    if (epi) {
+      what += "; epilogue: ";
+      for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : "") + epi->ops.at(epi->nodes[j]).fn;
+    }
+    w.Line(what);
+    // Programs walk the tiles in groups of GROUP_M rows (the B tiles they
+    // share stay in L2).
+    w.Line("pid = tl.program_id(0)");
+    w.Line("num_m = tl.cdiv(M, BM)");
+    w.Line("num_n = tl.cdiv(N, BN)");
+    w.Line("width = GROUP_M * num_n");
+    w.Line("first_m = (pid // width) * GROUP_M");
+    w.Line("size_m = tl.minimum(num_m - first_m, GROUP_M)");
+    w.Line("pid_m = first_m + (pid % width) % size_m");
+    w.Line("pid_n = (pid % width) // size_m");
+    w.Line("rm = pid_m * BM + tl.arange(0, BM)");
+    w.Line("rn = pid_n * BN + tl.arange(0, BN)");
+    w.Line("rk = tl.arange(0, BK)");
+    w.Line("# rows and columns past the edge wrap around (valid addresses); their results are not stored");
+    w.Line("a_ptr = a + (rm % M).to(tl.int64)[:, None] * SAM + rk[None, :] * SAK");
+    w.Line("b_ptr = b + rk[:, None] * SBK + (rn % N).to(tl.int64)[None, :] * SBN");
+    w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
+    {
+      auto loop = w.Open("for kk in range(0, tl.cdiv(K, BK)):");
+      if (op.K % s.bk == 0) {
+        w.Line("at = tl.load(a_ptr)");
+        w.Line("bt = tl.load(b_ptr)");
+      } else {
+        w.Line("kmask = rk < K - kk * BK");
+        w.Line("at = tl.load(a_ptr, mask=kmask[None, :], other=0.0)");
+        w.Line("bt = tl.load(b_ptr, mask=kmask[:, None], other=0.0)");
+      }
+      w.Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+      w.Line("a_ptr += BK * SAK");
+      w.Line("b_ptr += BK * SBK");
+    }
+    if (op.has_bias) w.Line("acc += tl.load(bias + rn % N)[None, :]");
+    w.Line("mask = (rm[:, None] < M) & (rn[None, :] < N)");
+    w.Line(wide ? "offs = rm.to(tl.int64)[:, None] * N + rn[None, :]" : "offs = rm[:, None] * N + rn[None, :]");
+    Status st = EmitAccumulatorStore(g, epi, self, &w);
     if (!st.ok()) return st;
-    kr << lines;
   }
-
-  std::ostringstream ln;
-  ln << "def _ax_gemm" << k << (op.linear ? "(x, mod" : "(x, y");
-  if (epi) {
-    for (size_t i = 0; i < epi->inputs.size(); ++i) {
-      if (i != self) ln << ", in" << i;
+  w.Line().Line();
+  {
+    std::string sig = op.linear ? "x, mod" : "x, y";
+    if (epi) {
+      for (size_t i = 0; i < epi->inputs.size(); ++i) {
+        if (i != self) sig += ", in" + std::to_string(i);
+      }
     }
-  }
-  ln << "):\n";
-  ln << "    assert list(x.shape) == " << PyShape(op.in_shape) << ", \"the kernel was generated for the traced shapes\"\n";
-  ln << "    a = x if x.dim() == 2 else x.reshape(" << op.M << ", " << op.K << ")\n";
-  if (op.linear) {
-    ln << "    assert list(mod.weight.shape) == [" << op.N << ", " << op.K << "]\n";
-    ln << "    b = mod.weight.t()\n";
-  } else {
-    ln << "    assert list(y.shape) == [" << op.K << ", " << op.N << "]\n";
-    ln << "    b = y\n";
-  }
-  if (epi) {
-    for (size_t i = 0; i < epi->inputs.size(); ++i) {
-      if (i != self) ln << InputPrelude(*g.Find(epi->inputs[i]), i);
+    auto launcher = w.Open("def _ax_gemm" + std::to_string(k) + "(" + sig + "):");
+    w.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
+    w.Line("a = x if x.dim() == 2 else x.reshape(" + S(op.M) + ", " + S(op.K) + ")");
+    if (op.linear) {
+      w.Line("assert list(mod.weight.shape) == [" + S(op.N) + ", " + S(op.K) + "]");
+      w.Line("b = mod.weight.t()");
+    } else {
+      w.Line("assert list(y.shape) == [" + S(op.K) + ", " + S(op.N) + "]");
+      w.Line("b = y");
     }
+    if (epi) {
+      for (size_t i = 0; i < epi->inputs.size(); ++i) {
+        if (i != self) InputPrelude(&w, *g.Find(epi->inputs[i]), i);
+      }
+    }
+    for (const auto& o : outputs) {
+      w.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
+    }
+    w.Line("grid = (triton.cdiv(" + S(op.M) + ", " + std::to_string(s.bm) + ") * triton.cdiv(" + S(op.N) + ", " +
+           std::to_string(s.bn) + "),)");
+    std::string call = kname + "[grid](a, b, " + (op.has_bias ? "mod.bias" : "b");
+    for (size_t i = 3; i < params.size(); ++i) call += ", " + params[i];
+    call += ", M=" + S(op.M) + ", N=" + S(op.N) + ", K=" + S(op.K) +
+            ", SAM=a.stride(0), SAK=a.stride(1), SBK=b.stride(0), SBN=b.stride(1), BM=" + std::to_string(s.bm) +
+            ", BN=" + std::to_string(s.bn) + ", BK=" + std::to_string(s.bk) + ", GROUP_M=" + std::to_string(s.group_m) +
+            ", num_warps=" + std::to_string(s.warps) + ", num_stages=" + std::to_string(s.stages) + ")";
+    w.Line(call);
+    std::string ret = "return ";
+    for (size_t i = 0; i < outputs.size(); ++i) ret += (i ? ", " : "") + outputs[i];
+    w.Line(ret);
   }
-  for (const auto& o : outputs) {
-    ln << "    " << o << " = torch.empty(" << PyShape(op.out_shape) << ", device=x.device, dtype=torch.float32)\n";
-  }
-  ln << "    grid = (triton.cdiv(" << op.M << ", " << s.bm << ") * triton.cdiv(" << op.N << ", " << s.bn << "),)\n";
-  ln << "    " << kname << "[grid](a, b, " << (op.has_bias ? "mod.bias" : "b");
-  for (size_t i = 3; i < params.size(); ++i) ln << ", " << params[i];
-  ln << ", M=" << op.M << ", N=" << op.N << ", K=" << op.K
-     << ", SAM=a.stride(0), SAK=a.stride(1), SBK=b.stride(0), SBN=b.stride(1), BM=" << s.bm << ", BN=" << s.bn << ", BK=" << s.bk
-     << ", GROUP_M=" << s.group_m << ", num_warps=" << s.warps << ", num_stages=" << s.stages << ")\n";
-  ln << "    return ";
-  for (size_t i = 0; i < outputs.size(); ++i) ln << (i ? ", " : "") << outputs[i];
-  ln << "\n";
-  *src += kr.str() + "\n\n" + ln.str() + "\n\n";
+  w.Line().Line();
+  *src += w.str();
   return Status::Ok();
 }
 

@@ -21,6 +21,7 @@
 
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
+#include "builtin/pywriter.h"
 #include "common/status.h"
 
 namespace ax::builtin {
@@ -61,13 +62,12 @@ struct GemmSchedule {
 // of a float32 tensor and a 2-d one, that the compiler generates.
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 
-// The kernel lines after the accumulation (`indent` deep), where `acc` holds
+// The kernel lines after the accumulation (at w's depth), where `acc` holds
 // the [BM, BN] tile, `offs` its flat output index and `mask` its valid
 // elements: without an epilogue the store of acc to out0; with one, its
 // other inputs loaded (named in<i>), its operators and the stores of its
 // outputs (out<i>). `self` is the epilogue's input that is acc.
-Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, const std::string& indent,
-                            std::string* lines);
+Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w);
 
 // The Triton kernel and the launcher `_ax_gemm<k>(x, mod or y[, the epilogue's
 // other inputs in order])` for op (appended to *src). Without an epilogue the

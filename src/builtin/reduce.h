@@ -147,17 +147,19 @@ RedSchedule ResolveSchedule(const RedOp& op, const RedSchedule& want);
 // An elementwise prologue computed inside a reduction's kernel in place of
 // loading its input: one read of the prologue's inputs instead of a write and
 // a read of the intermediate tensor (codegen.cpp builds it from a group).
+// Its lines are written by a PyWriter at depth 0, nested relative to one
+// another only; the reduction's writer places them at its own depth.
 struct ReductionPrologue {
   std::vector<std::string> params;  // the kernel's and launcher's inputs, in place of x
-  std::string head;                 // launcher lines (4-space indent): shape asserts, contiguous, float()
+  std::string head;                 // launcher lines: shape asserts, contiguous, float()
   std::string tensor;               // a tensor argument: its device is the outputs', and it
                                     // stands in for a norm's missing weight or bias
-  // Kernel lines (8-space indent) that leave in `v` the element at the flat
-  // index `offs` under mask `m`, and `other` where the mask is off.
+  // Kernel lines that leave in `v` the element at the flat index `offs`
+  // under mask `m`, and `other` where the mask is off.
   std::function<std::string(const std::string& other)> load;
-  // Sibling reductions (EmitSiblingReductions): kernel lines (8-space indent)
-  // computing every member's value at `offs`, valid under mask `m`, into
-  // results[j] (shared inputs loaded once).
+  // Sibling reductions (EmitSiblingReductions): kernel lines computing every
+  // member's value at `offs`, valid under mask `m`, into results[j] (shared
+  // inputs loaded once).
   std::string lines;
   std::vector<std::string> results;
   // Inputs of the reduction's shape that `load` leaves in a kernel variable
@@ -169,16 +171,17 @@ struct ReductionPrologue {
 // the reduced dimensions) computed inside the reduction's kernel: after the
 // row's reduction, a second loop over the row runs the group at each element
 // and writes its outputs; the reduced value never leaves registers, and a row
-// that fits one block is read from memory once (codegen.cpp builds it).
+// that fits one block is read from memory once (codegen.cpp builds it; lines
+// at depth 0, as a prologue's).
 struct ReductionEpilogue {
   std::vector<std::string> params;  // the group's other inputs (ein<i>), after x or the prologue's
-  std::string head;                 // launcher lines (4-space indent) for them
+  std::string head;                 // launcher lines for them
   size_t outputs = 1;               // out0, out1, ...: the group's outputs, of x's shape
-  // Kernel lines (4-space indent) run once per row block on `red2`, the
-  // reduced value ([BLOCK_M, 1]), before the loop (may be empty).
+  // Kernel lines run once per row block on `red2`, the reduced value
+  // ([BLOCK_M, 1]), before the loop (may be empty).
   std::string once;
-  // Kernel lines (8-space indent) reading the flat index `offs`, the mask `m`,
-  // `red2` and what `once` computed; they store the outputs.
+  // Kernel lines reading the flat index `offs`, the mask `m`, `red2` and what
+  // `once` computed; they store the outputs.
   std::string lines;
   // The same lines reading the inputs the reduction's kernel already holds
   // from those variables (the split-row kernel keeps its chunk in registers).
@@ -218,7 +221,7 @@ const char* CoopLaunchHelper();
 // PyTorch's amax / amin do; emitted once where a kernel calls them.
 const char* NanMinMaxHelpers();
 
-// Triton lines (4-space indented) applying norm op to the elements at `offs`
+// Triton lines (at depth 0) applying norm op to the elements at `offs`
 // (under `mask`): they read x<sfx>, mean<sfx>, var<sfx>, w<sfx>, b<sfx> and
 // the constexpr HAS_B<sfx>, and leave the result in y<sfx>.
 std::string NormApplyLines(const RedOp& op, const std::string& sfx);

@@ -66,7 +66,7 @@ void RedKernel::Load(PyWriter& w, const std::string& other, bool addr) const {
     return;
   }
   w.Line("offs = " + at);
-  w.Text(pro->load(other), 8);
+  w.Text(pro->load(other));
 }
 
 void RedKernel::CheckX(PyWriter& w) const {
@@ -77,7 +77,7 @@ void RedKernel::CheckX(PyWriter& w) const {
 PyWriter::Block RedKernel::Launcher(PyWriter& w, const std::string& sig) const {
   PyWriter::Block body = w.Open("def _ax_red" + k + "(" + sig + "):");
   if (pro) {
-    w.Text(pro->head, 4);
+    w.Text(pro->head);
   } else {
     CheckX(w);
   }

@@ -325,14 +325,14 @@ Status red::EmitCoopEpilogue(const RedKernel& rk, PyWriter& w) {
     w.Line("av = tl.load(pa + at, mask=ks < KS, other=" + neutral + ", volatile=True)");
     w.Line("red2 = tl.zeros([1, 1], dtype=tl.float32) + " + reduce + "(av, axis=0)" +
            (op.kind == "mean" ? " / " + PyFloat(static_cast<double>(rk.geo().R)) : ""));
-    w.Text(epi.once, 4);
+    w.Text(epi.once);
     w.Line("offs = addr");
-    w.Text(epi.coop_lines, 8);
+    w.Text(epi.coop_lines);
   }
   EndDef(w);
   {
     auto launcher = rk.Launcher(w, rk.xparams + eparams);
-    w.Text(epi.head, 4);
+    w.Text(epi.head);
     for (size_t i = 0; i < epi.outputs; ++i) {
       w.Line("out" + std::to_string(i) + " = torch.empty(" + PyShape(op.in_shape) + ", device=" + rk.dev +
              ", dtype=torch.float32)");

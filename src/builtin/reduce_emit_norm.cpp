@@ -24,7 +24,7 @@ void LoadX(const RedOp& op, const ReductionPrologue* pro, PyWriter& w, const std
     return;
   }
   w.Line("m = mask");
-  w.Text(pro->load("0.0"), 8);
+  w.Text(pro->load("0.0"));
 }
 
 // The apply at flat index offs: (x - mean[row]) / sqrt(var[row] + eps), then
@@ -65,7 +65,7 @@ void Statistics(const RedKernel& rk, PyWriter& w) {
       // across the loop below): only column 0 is read.
       w.Line("m = rmask & (tl.arange(0, BLOCK_R)[None, :] < 1)");
       w.Line("offs = base + (tl.arange(0, BLOCK_R)[None, :] * 0)" + rk.Cast());
-      w.Text(rk.pro->load("0.0"), 8);
+      w.Text(rk.pro->load("0.0"));
       w.Line("k0 = tl.sum(v, axis=1)[:, None]");
     } else {
       w.Line("k0 = tl.load(x + base, mask=rmask, other=0.0)");
@@ -118,7 +118,7 @@ void Statistics(const RedKernel& rk, PyWriter& w) {
 }  // namespace
 
 std::string NormApplyLines(const RedOp& op, const std::string& sfx) {
-  PyWriter w(1);
+  PyWriter w;
   Apply(op, nullptr, w, sfx);
   return w.str();
 }
@@ -188,7 +188,7 @@ Status red::EmitNorm(const RedKernel& rk, PyWriter& w) {
     w.Line("variance, and the affine parameters for an apply kernel (a tensor argument");
     w.Line("stands in for a missing one; has_b).\"\"\"");
     if (rk.pro) {
-      w.Text(rk.pro->head, 4);
+      w.Text(rk.pro->head);
     } else {
       rk.CheckX(w);
     }

@@ -70,7 +70,7 @@ Status red::EmitPool(const RedKernel& rk, PyWriter& w) {
       w.Line("offs = " + offs);
       const std::string other = is_max ? "float('-inf')" : "0.0";
       if (rk.pro) {
-        w.Text(rk.pro->load(other), 8);
+        w.Text(rk.pro->load(other));
       } else {
         w.Line("v = tl.load(x + offs, mask=m, other=" + other + ")");
       }

@@ -102,18 +102,18 @@ void WithEpilogue(const RedKernel& rk, PyWriter& w) {
     }
     const std::string post = op.kind == "mean" ? " / " + PyFloat(static_cast<double>(rk.geo().R)) : "";
     w.Line("red2 = (" + a.reduce + "(acc, axis=1)" + post + ")[:, None]");
-    w.Text(epi.once, 4);
+    w.Text(epi.once);
     w.Line("# the elementwise kernel that reads it, over the same row");
     {
       auto loop = RowTiles(w, rk);
       w.Line("offs = base + " + rk.Off());
-      w.Text(epi.lines, 8);
+      w.Text(epi.lines);
     }
   }
   EndDef(w);
   {
     auto launcher = rk.Launcher(w, rk.xparams + eparams);
-    w.Text(epi.head, 4);
+    w.Text(epi.head);
     for (size_t i = 0; i < epi.outputs; ++i) {
       w.Line("out" + std::to_string(i) + " = torch.empty(" + PyShape(op.in_shape) + ", device=" + rk.dev +
              ", dtype=torch.float32)");
@@ -253,7 +253,7 @@ Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, con
     {
       auto loop = RowTiles(w, rk, chunk);
       w.Line("offs = base + " + rk.Off());
-      w.Text(pro.lines, 8);
+      w.Text(pro.lines);
       for (size_t j = 0; j < ops.size(); ++j) {
         const Accumulate a = For(ops[j]->kind);
         const std::string acc = "acc" + I(static_cast<int64_t>(j));
@@ -271,7 +271,7 @@ Status EmitSiblingReductions(const std::vector<const RedOp*>& ops, size_t k, con
   EndDef(w);
   {
     auto launcher = w.Open("def _ax_red" + rk.k + "(" + rk.xparams + "):");
-    w.Text(pro.head, 4);
+    w.Text(pro.head);
     for (size_t j = 0; j < ops.size(); ++j) {
       w.Line("part" + I(static_cast<int64_t>(j)) + " = torch.empty((" + I(split) + ", " + I(g.rows) + "), device=" +
              pro.tensor + ".device, dtype=torch.float32)");

@@ -115,7 +115,7 @@ void CrossEntropy(const RedKernel& rk, PyWriter& w) {
     w.Line("m = valid & inb");
     w.Line("offs = rows * " + R + " + tl.where(m, tg, 0)");
     if (rk.pro) {
-      w.Text(rk.pro->load("0.0"), 8);
+      w.Text(rk.pro->load("0.0"));
     } else {
       w.Line("v = tl.load(x + offs, mask=m, other=0.0)");
     }
