@@ -1,6 +1,7 @@
-// Helpers shared by the generators of kernels that run an elementwise group
-// (codegen.cpp: elementwise kernels and reduction prologues; gemm.cpp: GEMM
-// epilogues).
+// The elementwise generator (ewgen.cpp): the pointwise kernel of a group,
+// and the helpers every generator that runs an elementwise group shares
+// (reduce_fusion.cpp: reduction prologues and epilogues; gemm.cpp and
+// conv.cpp: GEMM and convolution epilogues).
 #pragma once
 
 #include <map>
@@ -8,7 +9,9 @@
 
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
+#include "builtin/plan.h"
 #include "builtin/pywriter.h"
+#include "builtin/schedule.h"
 #include "common/status.h"
 
 namespace ax::builtin {
@@ -27,6 +30,16 @@ void InputPrelude(PyWriter* w, const Node& in, size_t i, const std::string& pref
 // index `offs` (a broadcast input through its merged index).
 void InputLoad(PyWriter* w, const Node& in, const Group& grp, size_t i, const std::string& var, const std::string& mask,
                const std::string& prefix = "in");
+
+// The position of grp's first tensor input; grp.inputs.size() when it has none.
+size_t FirstTensorInput(const Graph& g, const Group& grp);
+
+// One kernel `_ax_kernel<k>` and its launcher `_ax_launch<k>` for group k
+// (appended to *kernels), specialised to the traced shapes, which the
+// launcher checks; a norm fed to input i (feeds) is applied in the kernel
+// from its statistics (the launcher takes the norm's input and module).
+Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
+                 const std::map<size_t, NormFeed>& feeds, std::string* kernels);
 
 // Groups smaller than this index with int32 arithmetic.
 inline constexpr int64_t kInt32Elements = (int64_t{1} << 31) - (int64_t{1} << 20);
