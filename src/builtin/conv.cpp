@@ -1,6 +1,7 @@
 #include "builtin/conv.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "builtin/ewgen.h"
 #include "builtin/reduce.h"
@@ -42,10 +43,139 @@ int NextPow2(int64_t v) {
   return p;
 }
 
+// A transposed convolution with stride s > 1 along a dimension (dilation 1)
+// is computed by phase: an output o = y * s + e (e = o mod s, the phase) is
+// reached only by the taps k = kf(e) + j * s, j < nt(e), from the inputs
+// p = y + bs(e) - j, with kf(e) = (e + pad) mod s, bs(e) = (e + pad) div s and
+// nt(e) = ceil((K - kf(e)) / s). Each phase is one launch, with its tap
+// counts as constants, so its loop visits only the taps that reach it: about
+// 1/s of the taps per phased dimension, where the gather over every tap would
+// mask the other (s - 1)/s to zero and still multiply them.
+struct Phasing {
+  std::vector<bool> on;       // per dimension: phased
+  std::vector<int64_t> rows;  // per dimension: output rows per phase (ceil(out / s) if phased, else out)
+  int64_t count = 1;          // phases: the product of the phased dimensions' strides
+  bool Any() const { return count > 1; }
+};
+
+Phasing PhasesOf(const ConvGeometry& c) {
+  Phasing ph;
+  for (int d = 0; d < c.dims; ++d) {
+    const bool on = c.transposed && c.stride[d] > 1 && c.dilation[d] == 1;
+    ph.on.push_back(on);
+    ph.rows.push_back(on ? (c.out[d] + c.stride[d] - 1) / c.stride[d] : c.out[d]);
+    if (on) ph.count *= c.stride[d];
+  }
+  return ph;
+}
+
+// The tap index `tap` (a scalar, or a vector of the flattened loop) split
+// into per-dimension indices j<d> over the phase's tap counts (NT<d>, or the
+// kernel size where not phased), then k<d> (the weight's tap) and wtap (the
+// weight's flattened tap).
+void EmitPhasedTaps(const ConvGeometry& c, const Phasing& ph, const std::string& tap, PyWriter* w) {
+  const int D = c.dims;
+  std::string rest = tap;
+  for (int d = D - 1; d >= 0; --d) {
+    const std::string sd = S(d);
+    const std::string ext = ph.on[d] ? "NT" + sd : S(c.kernel[d]);
+    if (d == 0) {
+      w->Line("j0 = " + rest);
+    } else {
+      w->Line("j" + sd + " = " + rest + " % " + ext);
+      w->Line("g" + sd + " = " + rest + " // " + ext);
+      rest = "g" + sd;
+    }
+  }
+  std::string flat;
+  for (int d = 0; d < D; ++d) {
+    const std::string sd = S(d);
+    w->Line("k" + sd + " = " + (ph.on[d] ? "kf" + sd + " + j" + sd + " * " + S(c.stride[d]) : "j" + sd));
+    flat = d == 0 ? "k0" : "(" + flat + ") * " + S(c.kernel[d]) + " + k" + sd;
+  }
+  w->Line("wtap = " + flat);
+}
+
+// The rows' coordinates: the batch index nb, the output position o<d> and
+// its flattened index sp (last dimension fastest). Phased, a row is
+// (batch, y) in its phase's grid: o<d> = y<d> * s + e<d>, the phase e from
+// the kernel's argument `phase` (one launch per phase), with the phase's
+// first tap kf<d>, input offset bs<d>, its tap count NT<d> (a constant of the
+// launch, as is KT, its main loop's trip count) and its number of taps
+// ntaps; orow masks the rows past the output
+// (the last phases have fewer).
+void EmitRows(const ConvGeometry& c, const Phasing& ph, PyWriter* w) {
+  const int D = c.dims;
+  const int64_t per = Product(ph.rows);
+  w->Line("m = rm % M");
+  w->Line("nb = m // " + S(per));
+  w->Line("sp = m % " + S(per));
+  std::string rest = "sp";
+  for (int d = D - 1; d >= 0; --d) {
+    const std::string v = (ph.on[d] ? "y" : "o") + S(d);
+    if (d == 0) {
+      w->Line(v + " = " + rest);
+    } else {
+      w->Line(v + " = " + rest + " % " + S(ph.rows[d]));
+      w->Line("t" + S(d) + " = " + rest + " // " + S(ph.rows[d]));
+      rest = "t" + S(d);
+    }
+  }
+  if (!ph.Any()) return;
+  int first = D;
+  for (int d = 0; d < D; ++d) {
+    if (ph.on[d]) first = std::min(first, d);
+  }
+  rest = "phase";
+  for (int d = D - 1; d >= 0; --d) {
+    if (!ph.on[d]) continue;
+    const std::string sd = S(d), st = S(c.stride[d]);
+    if (d == first) {
+      w->Line("e" + sd + " = " + rest);
+    } else {
+      w->Line("e" + sd + " = " + rest + " % " + st);
+      w->Line("h" + sd + " = " + rest + " // " + st);
+      rest = "h" + sd;
+    }
+  }
+  std::string ntaps, pos, orow;
+  for (int d = 0; d < D; ++d) {
+    const std::string sd = S(d);
+    if (ph.on[d]) {
+      const std::string st = S(c.stride[d]);
+      w->Line("o" + sd + " = y" + sd + " * " + st + " + e" + sd);
+      w->Line("kf" + sd + " = (e" + sd + " + " + S(c.padding[d]) + ") % " + st);
+      w->Line("bs" + sd + " = (e" + sd + " + " + S(c.padding[d]) + ") // " + st);
+      orow += (orow.empty() ? "" : " & ") + std::string("(o") + sd + " < " + S(c.out[d]) + ")";
+    }
+    const std::string ext = ph.on[d] ? "NT" + sd : S(c.kernel[d]);
+    ntaps = d == 0 ? ext : ntaps + " * " + ext;
+    pos = d == 0 ? "o0" : "(" + pos + ") * " + S(c.out[d]) + " + o" + sd;
+  }
+  w->Line("ntaps = " + ntaps);
+  w->Line("sp = " + pos + "  # the output position");
+  w->Line("orow = " + orow);
+}
+
+// Phase p's residues e<d> (the last phased dimension fastest, as EmitRows
+// reads them) and its tap counts NT<d> per phased dimension.
+std::vector<int64_t> PhaseTapCounts(const ConvGeometry& c, const Phasing& ph, int64_t p) {
+  std::vector<int64_t> nt;
+  for (int d = c.dims - 1; d >= 0; --d) {
+    if (!ph.on[d]) continue;
+    const int64_t e = p % c.stride[d];
+    p /= c.stride[d];
+    const int64_t kf = (e + c.padding[d]) % c.stride[d];
+    nt.insert(nt.begin(), (c.kernel[d] - kf + c.stride[d] - 1) / c.stride[d]);
+  }
+  return nt;
+}
+
 // The main loop over k = (input channel, tap) flattened: a tile of k mixes
 // channels and taps, so a small number of input channels still fills BK.
-// The input is read in its own (channels-first) layout.
-void EmitFlatLoop(const ConvGeometry& c, int64_t ng, PyWriter* w) {
+// The input is read in its own (channels-first) layout. Phased (Phasing), k
+// runs over the phase's taps only (ntaps of them).
+void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter* w) {
   const int D = c.dims;
   const int64_t IS = Product(c.in), KS = Product(c.kernel), cin_g = c.cin / c.groups;
   w->Line("x_row = a + nb.to(tl.int64) * " + S(c.cin * IS) + " + grp * " + S(cin_g * IS));
@@ -54,27 +184,38 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, PyWriter* w) {
   } else {
     w->Line("w_col = b + co.to(tl.int64) * KG");
   }
+  const std::string kg = ph.Any() ? "kgp" : "KG";
+  if (ph.Any()) w->Line("kgp = " + S(cin_g) + " * ntaps");
   {
-    auto loop = w->Open("for kk in range(0, tl.cdiv(KG, BK)):");
+    auto loop = w->Open(ph.Any() ? "for kk in range(0, KT):" : "for kk in range(0, tl.cdiv(KG, BK)):");
     w->Line("kidx = kk * BK + rk");
-    w->Line("kval = kidx < KG");
+    w->Line("kval = kidx < " + kg);
     w->Line("kidx = tl.where(kval, kidx, 0)");
-    w->Line("ci = kidx // " + S(KS));
-    w->Line("r = kidx % " + S(KS));
-    std::string krest = "r";
-    for (int d = D - 1; d >= 0; --d) {
-      if (d == 0) {
-        w->Line("k0 = " + krest);
-      } else {
-        w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
-        w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
-        krest = "q" + S(d);
+    if (ph.Any()) {
+      w->Line("ci = kidx // ntaps");
+      w->Line("jt = kidx % ntaps");
+      EmitPhasedTaps(c, ph, "jt", w);
+    } else {
+      w->Line("ci = kidx // " + S(KS));
+      w->Line("r = kidx % " + S(KS));
+      std::string krest = "r";
+      for (int d = D - 1; d >= 0; --d) {
+        if (d == 0) {
+          w->Line("k0 = " + krest);
+        } else {
+          w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
+          w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
+          krest = "q" + S(d);
+        }
       }
     }
     w->Line("valid = (rm < M)[:, None] & kval[None, :]");
     for (int d = 0; d < D; ++d) {
       const std::string sd = S(d);
-      if (c.transposed) {
+      if (ph.on[d]) {
+        w->Line("p" + sd + " = y" + sd + "[:, None] + (bs" + sd + " - j" + sd + ")[None, :]");
+        w->Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
+      } else if (c.transposed) {
         // Input i reaches output o through tap k when o = i*stride - pad + k*dil.
         w->Line("u" + sd + " = o" + sd + "[:, None] + " + S(c.padding[d]) + " - (k" + sd + " * " + S(c.dilation[d]) +
                ")[None, :]");
@@ -96,8 +237,9 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, PyWriter* w) {
     for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
     w->Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
     w->Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
+    const std::string tap = ph.Any() ? "wtap" : "r";
     if (c.transposed) {
-      w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + r)[:, None], mask=kval[:, None], other=0.0)");
+      w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + " + tap + ")[:, None], mask=kval[:, None], other=0.0)");
     } else {
       w->Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
     }
@@ -111,8 +253,9 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, PyWriter* w) {
 // channels, output channels]. The input is read channels-last (the launcher
 // permutes it), so that a row's BK channels are contiguous, or, when native,
 // as it is: a channel's rows are then contiguous along the output positions
-// (at stride 1), and no copy is made.
-void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, PyWriter* w) {
+// (at stride 1), and no copy is made. Phased (Phasing), the loop visits the
+// phase's taps only (ntaps of them).
+void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, const Phasing& ph, PyWriter* w) {
   const int D = c.dims;
   const int64_t IS = Product(c.in), KS = Product(c.kernel), cin_g = c.cin / c.groups;
   const int64_t cb = (cin_g + bk - 1) / bk;
@@ -120,23 +263,30 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, Py
   w->Line("x_img = a + nb.to(tl.int64) * " + S(IS * c.cin) + " + grp * " + S(native ? cin_g * IS : cin_g));
   w->Line("w_grp = b + grp * " + S(KS * cin_g * ng));
   w->Line("nmask = (rn < NG)[None, :]");
-  auto loop = w->Open("for kk in range(0, " + S(KS * cb) + "):");
+  auto loop = w->Open("for kk in range(0, " + (ph.Any() ? std::string("KT") : S(KS * cb)) + "):");
   w->Line("tap = kk // " + S(cb));
   w->Line("cols = (kk % " + S(cb) + ") * BK + rk");
-  std::string krest = "tap";
-  for (int d = D - 1; d >= 0; --d) {
-    if (d == 0) {
-      w->Line("k0 = " + krest);
-    } else {
-      w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
-      w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
-      krest = "q" + S(d);
+  if (ph.Any()) {
+    EmitPhasedTaps(c, ph, "tap", w);
+  } else {
+    std::string krest = "tap";
+    for (int d = D - 1; d >= 0; --d) {
+      if (d == 0) {
+        w->Line("k0 = " + krest);
+      } else {
+        w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
+        w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
+        krest = "q" + S(d);
+      }
     }
   }
   w->Line("rv = rm < M");
   for (int d = 0; d < D; ++d) {
     const std::string sd = S(d);
-    if (c.transposed) {
+    if (ph.on[d]) {
+      w->Line("p" + sd + " = y" + sd + " + bs" + sd + " - j" + sd);
+      w->Line("rv = rv & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
+    } else if (c.transposed) {
       w->Line("u" + sd + " = o" + sd + " + " + S(c.padding[d]) + " - k" + sd + " * " + S(c.dilation[d]));
       if (c.stride[d] > 1) {
         w->Line("rv = rv & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd + " < " +
@@ -159,8 +309,8 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, Py
   const std::string kmask_b = ragged ? " & (cols < " + S(cin_g) + ")[:, None]" : "";
   const std::string col = native ? "cols[None, :] * " + S(IS) : "cols[None, :]";
   w->Line("at = tl.load(x_img[:, None] + row[:, None] + " + col + ", mask=rv[:, None]" + kmask + ", other=0.0)");
-  w->Line("bt = tl.load(w_grp + (tap * " + S(cin_g) + " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b +
-          ", other=0.0)");
+  w->Line("bt = tl.load(w_grp + (" + std::string(ph.Any() ? "wtap" : "tap") + " * " + S(cin_g) +
+          " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b + ", other=0.0)");
   w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
 }
 
@@ -375,6 +525,8 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   const int D = c.dims;
   const int64_t OS = Product(c.out), KS = Product(c.kernel);
   const int64_t cin_g = c.cin / c.groups, ng = op.N;
+  const Phasing ph = PhasesOf(c);
+  const int64_t rows = c.batch * Product(ph.rows);  // M: rows per group and phase
   const bool wide = Product(op.out_shape) >= kInt32Elements || Product(op.in_shape) >= kInt32Elements;
   std::vector<std::string> params = {"a", "b", "bias"};
   std::vector<std::string> outputs;
@@ -390,10 +542,18 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
   const std::string cls = std::string(c.transposed ? "ConvTranspose" : "Conv") + std::to_string(D) + "d";
+  std::string nt_params, nt_names;  // phased: the tap counts per phased dimension
+  for (int d = 0; d < D; ++d) {
+    if (!ph.on[d]) continue;
+    nt_params += "NT" + S(d) + ": tl.constexpr, ";
+    nt_names += "NT" + S(d) + ", ";
+  }
+  if (ph.Any()) nt_params += "KT: tl.constexpr, ";
   PyWriter w;
-  w.Line("@triton.jit");
+  w.Line(ph.Any() ? "@triton.jit(do_not_specialize=[\"phase\"])" : "@triton.jit");
   std::string sig = "def " + kname + "(";
   for (const auto& p : params) sig += p + ", ";
+  if (ph.Any()) sig += "phase, " + nt_params;
   sig += "M: tl.constexpr, NG: tl.constexpr, KG: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, "
          "BK: tl.constexpr, GROUP_M: tl.constexpr):";
   {
@@ -402,6 +562,9 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
                        "m = (batch, output position), n = output channel of the group, k = (input channel of the " +
                        "group, kernel tap); A gathered from the input (taps outside it masked to zero), B the " +
                        "weight; split-TF32 (3-pass) products, fp32 accumulation";
+    if (ph.Any()) {
+      what += "; the rows of one output phase (a launch per phase), visiting only the taps that reach it";
+    }
     if (epi) {
       what += "; epilogue:";
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : " ") + epi->ops.at(epi->nodes[j]).fn;
@@ -420,29 +583,16 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     w.Line("rn = pid_n * BN + tl.arange(0, BN)");
     w.Line("rk = tl.arange(0, BK)");
     w.Line("# rows and channels past the edge wrap around (valid addresses); their results are not stored");
-    w.Line("m = rm % M");
-    w.Line("nb = m // " + S(OS));
-    w.Line("sp = m % " + S(OS));
-    // Output coordinates o<d>, last dimension fastest.
-    std::string rest = "sp";
-    for (int d = D - 1; d >= 0; --d) {
-      if (d == 0) {
-        w.Line("o0 = " + rest);
-      } else {
-        w.Line("o" + S(d) + " = " + rest + " % " + S(c.out[d]));
-        w.Line("t" + S(d) + " = " + rest + " // " + S(c.out[d]));
-        rest = "t" + S(d);
-      }
-    }
+    EmitRows(c, ph, &w);
     w.Line("co = grp * NG + rn % NG");
     w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
     if (ConvTapMajor(op)) {
-      EmitTapMajorLoop(c, ng, s.bk, op.conv_native, &w);
+      EmitTapMajorLoop(c, ng, s.bk, op.conv_native, ph, &w);
     } else {
-      EmitFlatLoop(c, ng, &w);
+      EmitFlatLoop(c, ng, ph, &w);
     }
     if (op.has_bias) w.Line("acc += tl.load(bias + co)[None, :]");
-    w.Line("mask = (rm[:, None] < M) & (rn[None, :] < NG)");
+    w.Line(std::string("mask = (rm[:, None] < M) & (rn[None, :] < NG)") + (ph.Any() ? " & orow[:, None]" : ""));
     w.Line(std::string("offs = (nb") + (wide ? ".to(tl.int64)" : "") + "[:, None] * " + S(c.cout) +
            " + co[None, :]) * " + S(OS) + " + sp[:, None]");
     Status st = EmitAccumulatorStore(g, epi, self, &w);
@@ -481,13 +631,38 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     for (const auto& o : outputs) {
       l.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
     }
-    l.Line("grid = (triton.cdiv(" + S(op.M) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +
+    l.Line("grid = (triton.cdiv(" + S(rows) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +
            S(c.groups) + ")");
     std::string call = kname + "[grid](a, b, " + (op.has_bias ? "bias" : "b");
     for (size_t i = 3; i < params.size(); ++i) call += ", " + params[i];
-    call += ", M=" + S(op.M) + ", NG=" + S(ng) + ", KG=" + S(op.K) + ", BM=" + S(s.bm) + ", BN=" + S(s.bn) + ", BK=" + S(s.bk) + ", GROUP_M=" + S(s.group_m) +
+    std::optional<PyWriter::Block> phases;
+    if (ph.Any()) {
+      std::string table;
+      const int64_t cb = (cin_g + s.bk - 1) / s.bk;
+      for (int64_t p = 0; p < ph.count; ++p) {
+        std::string nt;
+        int64_t ntaps = KS;
+        for (size_t d = 0, i = 0; d < static_cast<size_t>(D); ++d) {
+          if (!ph.on[d]) continue;
+          const int64_t v = PhaseTapCounts(c, ph, p)[i++];
+          ntaps = ntaps / c.kernel[d] * v;
+          nt += S(v) + ", ";
+        }
+        const int64_t trips = ConvTapMajor(op) ? ntaps * cb : (cin_g * ntaps + s.bk - 1) / s.bk;
+        table += (p ? ", (" : "(") + S(p) + ", (" + nt + "), " + S(trips) + ")";
+      }
+      l.Line("# per output phase: its tap counts along the phased dimensions, and its main loop's trip count");
+      phases.emplace(l.Open("for phase, (" + nt_names + "), KT in (" + table + "):"));
+      std::string nts;
+      for (int d = 0; d < D; ++d) {
+        if (ph.on[d]) nts += ", NT" + S(d) + "=NT" + S(d);
+      }
+      call += ", phase" + nts + ", KT=KT";
+    }
+    call += ", M=" + S(rows) + ", NG=" + S(ng) + ", KG=" + S(op.K) + ", BM=" + S(s.bm) + ", BN=" + S(s.bn) + ", BK=" + S(s.bk) + ", GROUP_M=" + S(s.group_m) +
             ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";
     l.Line(call);
+    phases.reset();
     std::string ret = "return ";
     for (size_t i = 0; i < outputs.size(); ++i) ret += (i ? ", " : "") + outputs[i];
     l.Line(ret);

@@ -1240,6 +1240,38 @@ TEST_F(BuiltinJudge, FunctionalConvolutionsAreGenerated) {
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
 
+// Transposed convolutions with a stride are computed by output phase, each
+// phase visiting only the taps that reach it: phases no tap reaches (kernel
+// smaller than the stride), padding larger than the stride, output padding,
+// 3-d tap by tap, groups with an epilogue, phased along one dimension only.
+TEST_F(BuiltinJudge, TransposedConvolutionsRunByPhase) {
+  TaskRef t = Task("tests/corpus/builtin/conv_transpose_phases.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  plan.conv = true;
+  ASSERT_EQ(FormGemms(g, plan).size(), 5u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "a launch per phase"), 5u) << src;
+  // a: 1x1 kernel, stride 2: only phase 0 has a tap.
+  EXPECT_NE(src.find("for phase, (NT0, NT1, ), KT in ((0, (1, 1, ), 1), (1, (1, 0, ), 0), (2, (0, 1, ), 0), "
+                     "(3, (0, 0, ), 0)):"),
+            std::string::npos)
+      << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  plan.gsched.assign(5, GemmSchedule{32, 16, 8, 1, 4, 2});
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  plan.conv_native = true;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+}
+
 // scaled_dot_product_attention as one flash-style kernel per call: causal
 // and not, L < S and L > S, Ev != E; two tile configurations.
 TEST_F(BuiltinJudge, AttentionIsOneFlashKernelPerCall) {
