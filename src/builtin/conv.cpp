@@ -1,6 +1,7 @@
 #include "builtin/conv.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 
 #include "builtin/ewgen.h"
@@ -43,30 +44,68 @@ int NextPow2(int64_t v) {
   return p;
 }
 
-// A transposed convolution with stride s > 1 along a dimension (dilation 1)
-// is computed by phase: an output o = y * s + e (e = o mod s, the phase) is
-// reached only by the taps k = kf(e) + j * s, j < nt(e), from the inputs
-// p = y + bs(e) - j, with kf(e) = (e + pad) mod s, bs(e) = (e + pad) div s and
-// nt(e) = ceil((K - kf(e)) / s). Each phase is one launch, with its tap
-// counts as constants, so its loop visits only the taps that reach it: about
-// 1/s of the taps per phased dimension, where the gather over every tap would
-// mask the other (s - 1)/s to zero and still multiply them.
+// A transposed convolution with stride s > 1 along a dimension is computed
+// by phase: an output o = y * s + e (e = o mod s, the phase) is reached only
+// by the taps k with (e + pad - k * dil) divisible by s. With g = gcd(s, dil)
+// those are k = kf(e) + j * (s / g), j < nt(e) (none unless g divides
+// e + pad), from the inputs p = y + bs(e) - j * (dil / g), with kf(e) the
+// first such tap and bs(e) = (e + pad - kf(e) * dil) / s. Each phase is one
+// launch, its tap counts constants of the launch, so its loop visits only the
+// taps that reach it (about 1 / s of them per phased dimension at dilation
+// 1, fewer when the dilation shares a factor with the stride), where the
+// gather over every tap would mask the others to zero and still multiply
+// them.
 struct Phasing {
-  std::vector<bool> on;       // per dimension: phased
-  std::vector<int64_t> rows;  // per dimension: output rows per phase (ceil(out / s) if phased, else out)
-  int64_t count = 1;          // phases: the product of the phased dimensions' strides
+  std::vector<bool> on;            // per dimension: phased
+  std::vector<int64_t> rows;       // per dimension: output rows per phase (ceil(out / s) if phased, else out)
+  std::vector<int64_t> tap_step;   // phased: s / g, the step between a phase's taps
+  std::vector<int64_t> input_step; // phased: dil / g, the step between their inputs
+  int64_t count = 1;               // phases: the product of the phased dimensions' strides
   bool Any() const { return count > 1; }
 };
 
 Phasing PhasesOf(const ConvGeometry& c) {
   Phasing ph;
   for (int d = 0; d < c.dims; ++d) {
-    const bool on = c.transposed && c.stride[d] > 1 && c.dilation[d] == 1;
+    const bool on = c.transposed && c.stride[d] > 1;
+    const int64_t g = std::gcd(c.stride[d], c.dilation[d]);
     ph.on.push_back(on);
     ph.rows.push_back(on ? (c.out[d] + c.stride[d] - 1) / c.stride[d] : c.out[d]);
+    ph.tap_step.push_back(c.stride[d] / g);
+    ph.input_step.push_back(c.dilation[d] / g);
     if (on) ph.count *= c.stride[d];
   }
   return ph;
+}
+
+// One phase along one dimension: its residue e, first tap kf, input offset
+// bs and tap count nt.
+struct PhaseDim {
+  int64_t e = 0, kf = 0, bs = 0, nt = 0;
+};
+
+// Phase p's values per phased dimension (the last phased dimension fastest).
+std::vector<PhaseDim> PhaseOf(const ConvGeometry& c, const Phasing& ph, int64_t p) {
+  std::vector<PhaseDim> out;
+  for (int d = c.dims - 1; d >= 0; --d) {
+    if (!ph.on[d]) continue;
+    const int64_t s = c.stride[d], dil = c.dilation[d];
+    PhaseDim v;
+    v.e = p % s;
+    p /= s;
+    v.kf = -1;
+    for (int64_t k = 0; k < ph.tap_step[d] && v.kf < 0; ++k) {
+      if ((v.e + c.padding[d] - k * dil) % s == 0) v.kf = k;
+    }
+    if (v.kf >= 0 && v.kf < c.kernel[d]) {
+      v.nt = (c.kernel[d] - v.kf + ph.tap_step[d] - 1) / ph.tap_step[d];
+      v.bs = (v.e + c.padding[d] - v.kf * dil) / s;  // exact
+    } else {
+      v.kf = 0;
+    }
+    out.insert(out.begin(), v);
+  }
+  return out;
 }
 
 // The tap index `tap` (a scalar, or a vector of the flattened loop) split
@@ -90,20 +129,25 @@ void EmitPhasedTaps(const ConvGeometry& c, const Phasing& ph, const std::string&
   std::string flat;
   for (int d = 0; d < D; ++d) {
     const std::string sd = S(d);
-    w->Line("k" + sd + " = " + (ph.on[d] ? "kf" + sd + " + j" + sd + " * " + S(c.stride[d]) : "j" + sd));
+    w->Line("k" + sd + " = " + (ph.on[d] ? "kf" + sd + " + j" + sd + " * " + S(ph.tap_step[d]) : "j" + sd));
     flat = d == 0 ? "k0" : "(" + flat + ") * " + S(c.kernel[d]) + " + k" + sd;
   }
   w->Line("wtap = " + flat);
 }
 
+// A phased dimension's input offset of tap j: bs<d> - j<d> * (dil / g).
+std::string PhasedInputOffset(const Phasing& ph, int d, const std::string& j) {
+  const std::string sd = S(d);
+  return "bs" + sd + " - " + j + (ph.input_step[d] == 1 ? "" : " * " + S(ph.input_step[d]));
+}
+
 // The rows' coordinates: the batch index nb, the output position o<d> and
 // its flattened index sp (last dimension fastest). Phased, a row is
-// (batch, y) in its phase's grid: o<d> = y<d> * s + e<d>, the phase e from
-// the kernel's argument `phase` (one launch per phase), with the phase's
-// first tap kf<d>, input offset bs<d>, its tap count NT<d> (a constant of the
-// launch, as is KT, its main loop's trip count) and its number of taps
-// ntaps; orow masks the rows past the output
-// (the last phases have fewer).
+// (batch, y) in its phase's grid: o<d> = y<d> * s + e<d>, with the phase's
+// residue e<d>, first tap kf<d> and input offset bs<d> (arguments of the
+// launch), its tap counts NT<d> and its main loop's trip count KT (constants
+// of the launch), and its number of taps ntaps; orow masks the rows past the
+// output (the last phases have fewer).
 void EmitRows(const ConvGeometry& c, const Phasing& ph, PyWriter* w) {
   const int D = c.dims;
   const int64_t per = Product(ph.rows);
@@ -122,30 +166,11 @@ void EmitRows(const ConvGeometry& c, const Phasing& ph, PyWriter* w) {
     }
   }
   if (!ph.Any()) return;
-  int first = D;
-  for (int d = 0; d < D; ++d) {
-    if (ph.on[d]) first = std::min(first, d);
-  }
-  rest = "phase";
-  for (int d = D - 1; d >= 0; --d) {
-    if (!ph.on[d]) continue;
-    const std::string sd = S(d), st = S(c.stride[d]);
-    if (d == first) {
-      w->Line("e" + sd + " = " + rest);
-    } else {
-      w->Line("e" + sd + " = " + rest + " % " + st);
-      w->Line("h" + sd + " = " + rest + " // " + st);
-      rest = "h" + sd;
-    }
-  }
   std::string ntaps, pos, orow;
   for (int d = 0; d < D; ++d) {
     const std::string sd = S(d);
     if (ph.on[d]) {
-      const std::string st = S(c.stride[d]);
-      w->Line("o" + sd + " = y" + sd + " * " + st + " + e" + sd);
-      w->Line("kf" + sd + " = (e" + sd + " + " + S(c.padding[d]) + ") % " + st);
-      w->Line("bs" + sd + " = (e" + sd + " + " + S(c.padding[d]) + ") // " + st);
+      w->Line("o" + sd + " = y" + sd + " * " + S(c.stride[d]) + " + e" + sd);
       orow += (orow.empty() ? "" : " & ") + std::string("(o") + sd + " < " + S(c.out[d]) + ")";
     }
     const std::string ext = ph.on[d] ? "NT" + sd : S(c.kernel[d]);
@@ -155,20 +180,6 @@ void EmitRows(const ConvGeometry& c, const Phasing& ph, PyWriter* w) {
   w->Line("ntaps = " + ntaps);
   w->Line("sp = " + pos + "  # the output position");
   w->Line("orow = " + orow);
-}
-
-// Phase p's residues e<d> (the last phased dimension fastest, as EmitRows
-// reads them) and its tap counts NT<d> per phased dimension.
-std::vector<int64_t> PhaseTapCounts(const ConvGeometry& c, const Phasing& ph, int64_t p) {
-  std::vector<int64_t> nt;
-  for (int d = c.dims - 1; d >= 0; --d) {
-    if (!ph.on[d]) continue;
-    const int64_t e = p % c.stride[d];
-    p /= c.stride[d];
-    const int64_t kf = (e + c.padding[d]) % c.stride[d];
-    nt.insert(nt.begin(), (c.kernel[d] - kf + c.stride[d] - 1) / c.stride[d]);
-  }
-  return nt;
 }
 
 // The main loop over k = (input channel, tap) flattened: a tile of k mixes
@@ -213,20 +224,13 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
     for (int d = 0; d < D; ++d) {
       const std::string sd = S(d);
       if (ph.on[d]) {
-        w->Line("p" + sd + " = y" + sd + "[:, None] + (bs" + sd + " - j" + sd + ")[None, :]");
+        w->Line("p" + sd + " = y" + sd + "[:, None] + (" + PhasedInputOffset(ph, d, "j" + sd) + ")[None, :]");
         w->Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
-      } else if (c.transposed) {
-        // Input i reaches output o through tap k when o = i*stride - pad + k*dil.
+      } else if (c.transposed) {  // stride 1: input i reaches output o through tap k when o = i - pad + k*dil
         w->Line("u" + sd + " = o" + sd + "[:, None] + " + S(c.padding[d]) + " - (k" + sd + " * " + S(c.dilation[d]) +
                ")[None, :]");
-        if (c.stride[d] > 1) {
-          w->Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd +
-                 " < " + S(c.in[d] * c.stride[d]) + ")");
-          w->Line("p" + sd + " = u" + sd + " // " + S(c.stride[d]));
-        } else {
-          w->Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
-          w->Line("p" + sd + " = u" + sd);
-        }
+        w->Line("valid = valid & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
+        w->Line("p" + sd + " = u" + sd);
       } else {
         w->Line("p" + sd + " = (o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + ")[:, None] + (k" + sd +
                " * " + S(c.dilation[d]) + ")[None, :]");
@@ -284,18 +288,12 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   for (int d = 0; d < D; ++d) {
     const std::string sd = S(d);
     if (ph.on[d]) {
-      w->Line("p" + sd + " = y" + sd + " + bs" + sd + " - j" + sd);
+      w->Line("p" + sd + " = y" + sd + " + " + PhasedInputOffset(ph, d, "j" + sd));
       w->Line("rv = rv & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
-    } else if (c.transposed) {
+    } else if (c.transposed) {  // stride 1
       w->Line("u" + sd + " = o" + sd + " + " + S(c.padding[d]) + " - k" + sd + " * " + S(c.dilation[d]));
-      if (c.stride[d] > 1) {
-        w->Line("rv = rv & (u" + sd + " >= 0) & (u" + sd + " % " + S(c.stride[d]) + " == 0) & (u" + sd + " < " +
-                S(c.in[d] * c.stride[d]) + ")");
-        w->Line("p" + sd + " = u" + sd + " // " + S(c.stride[d]));
-      } else {
-        w->Line("rv = rv & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
-        w->Line("p" + sd + " = u" + sd);
-      }
+      w->Line("rv = rv & (u" + sd + " >= 0) & (u" + sd + " < " + S(c.in[d]) + ")");
+      w->Line("p" + sd + " = u" + sd);
     } else {
       w->Line("p" + sd + " = o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + " + k" + sd + " * " +
               S(c.dilation[d]));
@@ -542,18 +540,28 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
   const std::string cls = std::string(c.transposed ? "ConvTranspose" : "Conv") + std::to_string(D) + "d";
-  std::string nt_params, nt_names;  // phased: the tap counts per phased dimension
+  // Phased: each launch's residues, first taps and input offsets (runtime
+  // arguments, never specialised) and its tap counts and trip count.
+  std::string phase_args, phase_consts, unspecialised;
   for (int d = 0; d < D; ++d) {
     if (!ph.on[d]) continue;
-    nt_params += "NT" + S(d) + ": tl.constexpr, ";
-    nt_names += "NT" + S(d) + ", ";
+    for (const char* v : {"e", "kf", "bs"}) {
+      phase_args += v + S(d) + ", ";
+      unspecialised += std::string(unspecialised.empty() ? "" : ", ") + "\"" + v + S(d) + "\"";
+    }
+    phase_consts += "NT" + S(d) + ", ";
   }
-  if (ph.Any()) nt_params += "KT: tl.constexpr, ";
   PyWriter w;
-  w.Line(ph.Any() ? "@triton.jit(do_not_specialize=[\"phase\"])" : "@triton.jit");
+  w.Line(ph.Any() ? "@triton.jit(do_not_specialize=[" + unspecialised + "])" : "@triton.jit");
   std::string sig = "def " + kname + "(";
   for (const auto& p : params) sig += p + ", ";
-  if (ph.Any()) sig += "phase, " + nt_params;
+  if (ph.Any()) {
+    sig += phase_args;
+    for (int d = 0; d < D; ++d) {
+      if (ph.on[d]) sig += "NT" + S(d) + ": tl.constexpr, ";
+    }
+    sig += "KT: tl.constexpr, ";
+  }
   sig += "M: tl.constexpr, NG: tl.constexpr, KG: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, "
          "BK: tl.constexpr, GROUP_M: tl.constexpr):";
   {
@@ -640,24 +648,27 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       std::string table;
       const int64_t cb = (cin_g + s.bk - 1) / s.bk;
       for (int64_t p = 0; p < ph.count; ++p) {
-        std::string nt;
+        const std::vector<PhaseDim> dims = PhaseOf(c, ph, p);
+        std::string row, nt;
         int64_t ntaps = KS;
         for (size_t d = 0, i = 0; d < static_cast<size_t>(D); ++d) {
           if (!ph.on[d]) continue;
-          const int64_t v = PhaseTapCounts(c, ph, p)[i++];
-          ntaps = ntaps / c.kernel[d] * v;
-          nt += S(v) + ", ";
+          const PhaseDim& v = dims[i++];
+          ntaps = ntaps / c.kernel[d] * v.nt;
+          row += S(v.e) + ", " + S(v.kf) + ", " + S(v.bs) + ", ";
+          nt += S(v.nt) + ", ";
         }
         const int64_t trips = ConvTapMajor(op) ? ntaps * cb : (cin_g * ntaps + s.bk - 1) / s.bk;
-        table += (p ? ", (" : "(") + S(p) + ", (" + nt + "), " + S(trips) + ")";
+        table += (p ? ", (" : "(") + row + nt + S(trips) + ")";
       }
-      l.Line("# per output phase: its tap counts along the phased dimensions, and its main loop's trip count");
-      phases.emplace(l.Open("for phase, (" + nt_names + "), KT in (" + table + "):"));
-      std::string nts;
+      l.Line("# per output phase: its residues, first taps and input offsets, its tap counts along the phased "
+             "dimensions, and its main loop's trip count");
+      phases.emplace(l.Open("for " + phase_args + phase_consts + "KT in (" + table + "):"));
+      call += ", " + phase_args.substr(0, phase_args.size() - 2);
       for (int d = 0; d < D; ++d) {
-        if (ph.on[d]) nts += ", NT" + S(d) + "=NT" + S(d);
+        if (ph.on[d]) call += ", NT" + S(d) + "=NT" + S(d);
       }
-      call += ", phase" + nts + ", KT=KT";
+      call += ", KT=KT";
     }
     call += ", M=" + S(rows) + ", NG=" + S(ng) + ", KG=" + S(op.K) + ", BM=" + S(s.bm) + ", BN=" + S(s.bn) + ", BK=" + S(s.bk) + ", GROUP_M=" + S(s.group_m) +
             ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";

@@ -1251,18 +1251,21 @@ TEST_F(BuiltinJudge, TransposedConvolutionsRunByPhase) {
   Plan plan;
   plan.gemm = true;
   plan.conv = true;
-  ASSERT_EQ(FormGemms(g, plan).size(), 5u);
+  ASSERT_EQ(FormGemms(g, plan).size(), 6u);
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  EXPECT_EQ(Occurrences(src, "a launch per phase"), 5u) << src;
-  // a: 1x1 kernel, stride 2: only phase 0 has a tap.
-  EXPECT_NE(src.find("for phase, (NT0, NT1, ), KT in ((0, (1, 1, ), 1), (1, (1, 0, ), 0), (2, (0, 1, ), 0), "
-                     "(3, (0, 0, ), 0)):"),
+  EXPECT_EQ(Occurrences(src, "a launch per phase"), 6u) << src;
+  // a: 1x1 kernel, stride 2: only phase 0 (residues 0, 0) has a tap.
+  EXPECT_NE(src.find("for e0, kf0, bs0, e1, kf1, bs1, NT0, NT1, KT in ((0, 0, 0, 0, 0, 0, 1, 1, 1), "
+                     "(0, 0, 0, 1, 0, 0, 1, 0, 0), (1, 0, 0, 0, 0, 0, 0, 1, 0), (1, 0, 0, 1, 0, 0, 0, 0, 0)):"),
             std::string::npos)
       << src;
+  // f: stride 2 and dilation 2 along the rows: odd residues (e + pad odd) have no tap, even ones all
+  // three; stride 3 and dilation 2 along the columns: one tap per residue, k = 2, 1, 0.
+  EXPECT_NE(src.find("(0, 0, 1, 0, 2, -1, 3, 1, 1), (0, 0, 1, 1, 1, 0, 3, 1, 1), (0, 0, 1, 2, 0, 1, 3, 1, 1), (1, 0, 0, 0, 2, -1, 0, 1, 0)"), std::string::npos) << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
-  plan.gsched.assign(5, GemmSchedule{32, 16, 8, 1, 4, 2});
+  plan.gsched.assign(6, GemmSchedule{32, 16, 8, 1, 4, 2});
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
