@@ -135,6 +135,21 @@ void EmitPhasedTaps(const ConvGeometry& c, const Phasing& ph, const std::string&
   w->Line("wtap = " + flat);
 }
 
+// The flattened tap index `tap` split into per-dimension taps k<d> over the
+// whole kernel (last dimension fastest), when no dimension is phased.
+void EmitTapSplit(const ConvGeometry& c, const std::string& tap, PyWriter* w) {
+  std::string rest = tap;
+  for (int d = c.dims - 1; d >= 0; --d) {
+    if (d == 0) {
+      w->Line("k0 = " + rest);
+    } else {
+      w->Line("k" + S(d) + " = " + rest + " % " + S(c.kernel[d]));
+      w->Line("q" + S(d) + " = " + rest + " // " + S(c.kernel[d]));
+      rest = "q" + S(d);
+    }
+  }
+}
+
 // A phased dimension's input offset of tap j: bs<d> - j<d> * (dil / g).
 std::string PhasedInputOffset(const Phasing& ph, int d, const std::string& j) {
   const std::string sd = S(d);
@@ -209,16 +224,7 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
     } else {
       w->Line("ci = kidx // " + S(KS));
       w->Line("r = kidx % " + S(KS));
-      std::string krest = "r";
-      for (int d = D - 1; d >= 0; --d) {
-        if (d == 0) {
-          w->Line("k0 = " + krest);
-        } else {
-          w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
-          w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
-          krest = "q" + S(d);
-        }
-      }
+      EmitTapSplit(c, "r", w);
     }
     w->Line("valid = (rm < M)[:, None] & kval[None, :]");
     for (int d = 0; d < D; ++d) {
@@ -273,16 +279,7 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   if (ph.Any()) {
     EmitPhasedTaps(c, ph, "tap", w);
   } else {
-    std::string krest = "tap";
-    for (int d = D - 1; d >= 0; --d) {
-      if (d == 0) {
-        w->Line("k0 = " + krest);
-      } else {
-        w->Line("k" + S(d) + " = " + krest + " % " + S(c.kernel[d]));
-        w->Line("q" + S(d) + " = " + krest + " // " + S(c.kernel[d]));
-        krest = "q" + S(d);
-      }
-    }
+    EmitTapSplit(c, "tap", w);
   }
   w->Line("rv = rm < M");
   for (int d = 0; d < D; ++d) {
