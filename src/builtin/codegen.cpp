@@ -422,12 +422,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   out << task_source;
   if (!task_source.empty() && task_source.back() != '\n') out << "\n";
   out << "\n\n# ---- adaexplore builtin kernels ----\n"
-      << "import builtins\nimport math\nimport operator\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n";
+      << "import builtins\nimport math\nimport operator\nimport weakref\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n";
   if (kernel_src.find("_ax_coop_launch(") != std::string::npos) out << CoopLaunchHelper();
   if (kernel_src.find("_ax_nanmax(") != std::string::npos || kernel_src.find("_ax_nanmin(") != std::string::npos) {
     out << NanMinMaxHelpers();
   }
   if (plan.cuda_graph) out << CudaGraphHelper();
+  if (kernel_src.find("_ax_packed_weight(") != std::string::npos) out << PackedWeightHelper();
   out << kernel_src;
   std::string plist, args;  // ", a, b" after self; "a, b," as a tuple's items
   for (const auto& p : params) plist += ", " + p, args += p + ", ";

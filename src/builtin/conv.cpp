@@ -492,6 +492,28 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
+const char* PackedWeightHelper() {
+  return R"PY(_ax_packs = {}
+
+
+def _ax_packed_weight(weight, pack):
+    # pack(weight), computed again only when the weight is another tensor or was
+    # written in place since (its version counter moved); one entry per call
+    # site (pack's code), so dropped weights are not kept; the packed copy takes
+    # no part in autograd, like the kernels that read it
+    key = pack.__code__
+    hit = _ax_packs.get(key)
+    if hit is not None and hit[0]() is weight and hit[1] == weight._version:
+        return hit[2]
+    with torch.no_grad():
+        packed = pack(weight)
+    _ax_packs[key] = (weakref.ref(weight), weight._version, packed)
+    return packed
+
+
+)PY";
+}
+
 bool ConvTapMajor(const GemmOp& op) { return op.conv.cin / op.conv.groups >= 16; }
 
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {
@@ -621,9 +643,10 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       std::string perm = "0";
       for (int d = 0; d < c.dims; ++d) perm += ", " + S(d + 2);
       l.Line(op.conv_native ? "a = x.contiguous()" : "a = x.permute(" + perm + ", 1).contiguous()  # channels-last");
-      l.Line(std::string("b = weight.reshape(") + S(c.groups) + ", " + S(c.transposed ? cin_g : ng) + ", " +
-             S(c.transposed ? ng : cin_g) + ", " + S(KS) + ").permute(" + (c.transposed ? "0, 3, 1, 2" : "0, 3, 2, 1") +
-             ").contiguous()  # [groups, taps, input channels, output channels]");
+      l.Line("# the weight as [groups, taps, input channels, output channels], packed once per weight version");
+      l.Line(std::string("b = _ax_packed_weight(weight, lambda w: w.reshape(") + S(c.groups) + ", " +
+             S(c.transposed ? cin_g : ng) + ", " + S(c.transposed ? ng : cin_g) + ", " + S(KS) + ").permute(" +
+             (c.transposed ? "0, 3, 1, 2" : "0, 3, 2, 1") + ").contiguous())");
     } else {
       l.Line("a = x.contiguous()");
       l.Line("b = weight.contiguous()");

@@ -887,10 +887,27 @@ TEST_F(BuiltinJudge, LongLayerNormsReadTheirWeightsOnce) {
 // Runs the generated ModelNew next to Model on one input in training mode
 // (CPU, Triton's interpreter) and compares the outputs and every buffer (the
 // running statistics a batch norm updates): "ok" or what differs.
-std::string SameOutputsAndBuffers(const std::string& src) {
-  const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_buffers_");
+// Runs script (argv[1]: the candidate's file) under Triton's interpreter on
+// candidate src; "ok" when its output ends so, else what it printed.
+std::string RunPyCheck(const std::string& src, const std::string& script) {
+  const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_check_");
   WriteFile(dir + "/cand.py", src);
-  WriteFile(dir + "/check.py", R"(import importlib.util, sys, torch
+  WriteFile(dir + "/check.py", script);
+  const std::string cmd = "TRITON_INTERPRET=1 " + Python() + " " + dir + "/check.py " + dir + "/cand.py 2>&1";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    pclose(f);
+  }
+  fs::remove_all(dir);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.size() > 2 && out.substr(out.size() - 2) == "ok" ? "ok" : out;
+}
+
+std::string SameOutputsAndBuffers(const std::string& src) {
+  return RunPyCheck(src, R"(import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
@@ -904,17 +921,6 @@ for (n, x), (_, y) in zip(ref.named_buffers(), new.named_buffers()):
     if not x.dtype.is_floating_point and not torch.equal(x, y): print(n, "differs"); sys.exit(0)
 print("ok")
 )");
-  const std::string cmd = "TRITON_INTERPRET=1 " + Python() + " " + dir + "/check.py " + dir + "/cand.py 2>&1";
-  std::string out;
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    pclose(f);
-  }
-  fs::remove_all(dir);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.size() > 2 && out.substr(out.size() - 2) == "ok" ? "ok" : out;
 }
 
 TEST_F(BuiltinJudge, ShortNormRowsTakeOnePassLongOnesTwo) {
@@ -1211,6 +1217,50 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/convs.py", 1);
+}
+// A tap-major convolution packs its weight once and keeps it across calls,
+// packing again after an in-place write, a loaded state dict or a new
+// parameter object.
+TEST_F(BuiltinJudge, PackedWeightsFollowTheirWeights) {
+  TaskRef t = Task("tests/corpus/builtin/convs.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "b = _ax_packed_weight(weight, "), 3u) << src;
+  EXPECT_EQ(RunPyCheck(src, R"(import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
+torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
+def flat(v):
+    return [x for y in v for x in flat(y)] if isinstance(v, (tuple, list)) else [v]
+def same(step, what):
+    torch.manual_seed(10 + step); xs = m.get_inputs()
+    for a, b in zip(flat(ref(*xs)), flat(new(*xs))):
+        if not torch.allclose(a, b, atol=1e-4, rtol=1e-4): print("outputs differ after", what); sys.exit(0)
+same(0, "the first call")
+packed = {k: id(v[2]) for k, v in m._ax_packs.items()}
+if len(packed) != 3: print("packed", len(packed), "weights, not 3"); sys.exit(0)
+same(1, "a second call")
+if {k: id(v[2]) for k, v in m._ax_packs.items()} != packed: print("packed again without a change"); sys.exit(0)
+with torch.no_grad():
+    for mod in (ref, new):
+        for p in mod.parameters(): p.mul_(-0.5)
+same(2, "an in-place write")
+torch.manual_seed(5); other = m.Model(*m.get_init_inputs())
+ref.load_state_dict(other.state_dict()); new.load_state_dict(other.state_dict())
+same(3, "load_state_dict")
+for mod in (ref, new):
+    for name, sub in mod.named_modules():
+        if isinstance(sub, torch.nn.modules.conv._ConvNd):
+            torch.manual_seed(len(name)); sub.weight = torch.nn.Parameter(torch.randn_like(sub.weight))
+same(4, "new parameters")
+print("ok")
+)"),
+            "ok");
 }
 // F.conv* calls are convolutions too: their weight and bias are graph values
 // (parameters, or a weight computed in the forward).
