@@ -38,6 +38,7 @@ _MODULE_ATTRS = (
     "count_include_pad", "return_indices", "divisor_override", "start_dim", "end_dim", "training",
     "scale_factor", "mode", "align_corners", "reduction", "margin", "value", "lower", "upper",
     "ignore_index", "label_smoothing", "hidden_size", "num_layers", "bidirectional", "batch_first",
+    "dropout", "proj_size",
 )
 
 

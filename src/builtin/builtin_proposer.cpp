@@ -23,6 +23,7 @@ std::string Describe(const Plan& p) {
   if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
   if (p.conv && p.conv_native) s += ", their inputs read in place (no channels-last copy)";
   if (p.attention) s += ", attention as flash-style Triton kernels (split-TF32, online softmax)";
+  if (p.recurrent) s += ", recurrent modules as Triton kernels launched per step (gate products and cell update fused)";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
   if (p.norm_epilogue) s += ", norms applied in the kernel after them";
   if (p.reduce_prologue) s += ", elementwise kernels computed inside the reductions that read them";
@@ -63,6 +64,13 @@ std::unique_ptr<BuiltinProposer> BuiltinProposer::Declining(std::string why) {
 
 std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> plans;
+  Plan with_gemm;
+  with_gemm.gemm = true;
+  // Recurrent modules generated first: where a forward holds one, its
+  // per-step launches are most of the time.
+  Plan with_rnn = FormGemms(graph_, with_gemm).empty() ? Plan() : with_gemm;
+  with_rnn.recurrent = true;
+  if (!FormRnns(graph_, with_rnn).empty()) plans.push_back(with_rnn);
   if (CountLinearReductions(graph_) > 0 || trivial_ > 0) {
     // Algebra first: it removes a matrix product, or reduction kernels.
     Plan alg;
@@ -70,8 +78,6 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     alg.gemm = true;
     plans.push_back(alg);
   }
-  Plan with_gemm;
-  with_gemm.gemm = true;
   if (!FormGemms(graph_, with_gemm).empty()) {
     // Matrix products in Triton with the elementwise work after them fused in
     // (first: on tasks with a Linear it is the largest change), alone and with
@@ -223,7 +229,8 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   for (size_t i = 0; i < plans.size(); ++i) {
     out.push_back(plans[i]);
     const bool first_conv = plans[i].conv && !plans[i].conv_native && (i == 0 || !plans[i - 1].conv);
-    const int launches = (i == 0 || first_conv) ? Launches(plans[i]) : 0;
+    const bool first_plain = i == 1 && plans[0].recurrent;  // the first plan that leaves them to PyTorch
+    const int launches = (i == 0 || first_conv || first_plain) ? Launches(plans[i]) : 0;
     if (launches >= kGraphMinLaunches && bytes < kGraphMaxBytesPerLaunch * launches) {
       Plan g = plans[i];
       g.cuda_graph = true;
@@ -332,6 +339,30 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const FusedSchedule& sched,
                    ", BN " + std::to_string(c.bn) + ", BK " + std::to_string(c.bk) + ", warps " +
                    std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ", GROUP_M " +
                    std::to_string(c.group_m) + ")";
+          return true;
+        }
+      }
+    }
+  }
+  // Recurrent modules: BJ, BK, BB or warps of one module's kernel, doubled or halved.
+  const auto rnns = FormRnns(graph, parent);
+  for (size_t k = 0; k < rnns.size(); ++k) {
+    if (!wants({KernelKind::kRecurrent}, k)) continue;
+    const RnnSchedule cur = RnnScheduleFor(parent, k, rnns[k].second);
+    for (auto [knob, field] : {std::pair{"BJ", &RnnSchedule::bj}, std::pair{"warps", &RnnSchedule::warps},
+                               std::pair{"BK", &RnnSchedule::bk}, std::pair{"BB", &RnnSchedule::bb}}) {
+      for (int f : {2, -2}) {
+        RnnSchedule c = cur;
+        c.*field = f > 0 ? cur.*field * f : cur.*field / -f;
+        if (!c.Valid()) continue;
+        Plan q = parent;
+        q.rsched.resize(rnns.size());
+        for (size_t j = 0; j < rnns.size(); ++j) q.rsched[j] = RnnScheduleFor(parent, j, rnns[j].second);
+        q.rsched[k] = c;
+        if (TryPlan(q, &p, &error)) {
+          p.note = "builtin: recurrent module " + std::to_string(k) + " " + knob + " changed (BJ " +
+                   std::to_string(c.bj) + ", BK " + std::to_string(c.bk) + ", BB " + std::to_string(c.bb) +
+                   ", warps " + std::to_string(c.warps) + ")";
           return true;
         }
       }

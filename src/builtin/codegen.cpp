@@ -6,8 +6,10 @@
 #include "builtin/ew_ops.h"
 #include "builtin/gemm.h"
 #include "builtin/graph_capture.h"
+#include "builtin/packed_weight.h"
 #include "builtin/pywriter.h"
 #include "builtin/reduce_fusion.h"
+#include "builtin/rnn.h"
 #include "builtin/schedule.h"
 
 #include <algorithm>
@@ -112,7 +114,8 @@ std::string GemmSecond(const GemmOp& op) {
 Status Generate(const Graph& g, const std::string& task_source, const Plan& plan, std::string* source,
                 int* kernels, Plan* resolved) {
   const FusedSchedule s = Schedule(g, plan);
-  if (s.groups.empty() && s.reds.empty() && s.gemms.empty() && s.rnorms.empty() && s.attns.empty()) {
+  if (s.groups.empty() && s.reds.empty() && s.gemms.empty() && s.rnorms.empty() && s.attns.empty() &&
+      s.rnns.empty()) {
     return Status::Error(StatusCode::kUnsupported, "nothing to fuse: every operator stays a library call");
   }
   if (kernels) *kernels = s.TritonKernels();
@@ -135,7 +138,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   const Plan& written = s.resolved;
 
   // Where each generated operation sits in the forward.
-  std::map<int, size_t> red_of, gemm_of, rnorm_of, attn_of;  // node -> its index
+  std::map<int, size_t> red_of, gemm_of, rnorm_of, attn_of, rnn_of;  // node -> its index
   std::set<std::string> absorbed;  // nodes a reduction replaces (max/min before [0])
   for (size_t k = 0; k < reds.size(); ++k) {
     red_of[reds[k].first] = k;
@@ -144,6 +147,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   for (size_t k = 0; k < gemms.size(); ++k) gemm_of[gemms[k].first] = k;
   for (size_t k = 0; k < rnorms.size(); ++k) rnorm_of[rnorms[k].first] = k;
   for (size_t k = 0; k < s.attns.size(); ++k) attn_of[s.attns[k].first] = k;
+  for (size_t k = 0; k < s.rnns.size(); ++k) rnn_of[s.rnns[k].first] = k;
   std::map<int, size_t> last_of;  // the last node of a group -> the group
   std::set<int> fused;
   for (size_t k = 0; k < groups.size(); ++k) {
@@ -171,6 +175,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         break;
       case KernelKind::kAttention:
         st = EmitAttention(s.attns[k].second, k, written.asched[k], &kernel_src);
+        break;
+      case KernelKind::kRecurrent:
+        st = EmitRnn(s.rnns[k].second, k, written.rsched[k], &kernel_src);
         break;
       case KernelKind::kLinearReduction:
         kernel_src += EmitLinearReduce(g, s.linreds[linred_of.at(k)], reds[k].second, linred_of.at(k));
@@ -323,6 +330,14 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       const AttentionOp& op = s.attns[it->second].second;
       body << v << " = _ax_attn" << it->second << "(" << Var(op.q) << ", " << Var(op.k) << ", " << Var(op.v)
            << (op.mask.empty() ? "" : ", " + Var(op.mask)) << ")";
+      end_statement();
+      continue;
+    }
+    if (auto it = rnn_of.find(static_cast<int>(i)); it != rnn_of.end()) {
+      const RnnOp& op = s.rnns[it->second].second;
+      auto state = [&](const std::string& node) { return node.empty() ? std::string("None") : Var(node); };
+      body << v << " = _ax_rnn" << it->second << "(" << Var(op.x) << ", " << state(op.h0) << ", "
+           << (op.mode == "LSTM" ? state(op.c0) + ", " : "") << AttrExpr(op.module) << ")";
       end_statement();
       continue;
     }

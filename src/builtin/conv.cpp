@@ -492,28 +492,6 @@ bool ClassifyConv(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
-const char* PackedWeightHelper() {
-  return R"PY(_ax_packs = {}
-
-
-def _ax_packed_weight(weight, pack):
-    # pack(weight), computed again only when the weight is another tensor or was
-    # written in place since (its version counter moved); one entry per call
-    # site (pack's code), so dropped weights are not kept; the packed copy takes
-    # no part in autograd, like the kernels that read it
-    key = pack.__code__
-    hit = _ax_packs.get(key)
-    if hit is not None and hit[0]() is weight and hit[1] == weight._version:
-        return hit[2]
-    with torch.no_grad():
-        packed = pack(weight)
-    _ax_packs[key] = (weakref.ref(weight), weight._version, packed)
-    return packed
-
-
-)PY";
-}
-
 bool ConvTapMajor(const GemmOp& op) { return op.conv.cin / op.conv.groups >= 16; }
 
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {

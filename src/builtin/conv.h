@@ -43,11 +43,6 @@ GemmSchedule DefaultConvSchedule(const GemmOp& op);
 // index over the input as it is.
 bool ConvTapMajor(const GemmOp& op);
 
-// The Python helper `_ax_packed_weight(weight, pack)` that tap-major
-// launchers use: pack(weight) kept across calls, recomputed when the weight
-// is another tensor or its version counter moved (an in-place write).
-const char* PackedWeightHelper();
-
 // The Triton kernel and the launcher `_ax_gemm<k>(x, weight, bias[, the
 // epilogue's other inputs])` for convolution op (bias None: none), as
 // EmitGemm describes.

@@ -138,11 +138,16 @@ int ForwardLaunches(const Graph& g, const FusedSchedule& s) {
   for (const auto& m : s.gemms) covered.insert(m.first);
   for (const auto& r : s.rnorms) covered.insert(r.first);
   for (const auto& a : s.attns) covered.insert(a.first);
+  int steps = 0;  // a recurrent kernel's launches past its first
+  for (const auto& r : s.rnns) {
+    covered.insert(r.first);
+    steps += static_cast<int>(std::min<int64_t>(r.second.Launches() - 1, 1 << 20));
+  }
   int library = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!covered.count(static_cast<int>(i))) library += OperatorLaunches(g, g.nodes[i]);
   }
-  return s.TritonKernels() + library;
+  return s.TritonKernels() + steps + library;
 }
 
 }  // namespace ax::builtin

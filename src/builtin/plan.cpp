@@ -34,6 +34,11 @@ json Plan::ToJson() const {
     for (const auto& k : asched) a.push_back(k.ToJson());
     j["attention"] = a;
   }
+  if (recurrent) {
+    json r = json::array();
+    for (const auto& k : rsched) r.push_back(k.ToJson());
+    j["recurrent"] = r;
+  }
   if (!nsched.empty()) {
     json r = json::array();
     for (const auto& k : nsched) r.push_back(k.ToJson());
@@ -92,6 +97,15 @@ Status Plan::FromJson(const json& j, Plan* out) {
         AttentionSchedule a;
         if (Status s = AttentionSchedule::FromJson(k, &a); !s.ok()) return s;
         p.asched.push_back(a);
+      }
+    }
+    if (j.contains("recurrent")) {
+      p.recurrent = true;
+      if (!j.at("recurrent").is_array()) return Status::Error("plan has a malformed recurrent schedule");
+      for (const auto& k : j.at("recurrent")) {
+        RnnSchedule r;
+        if (Status s = RnnSchedule::FromJson(k, &r); !s.ok()) return s;
+        p.rsched.push_back(r);
       }
     }
     for (const auto& k : j.value("rownorm", json::array())) {

@@ -14,6 +14,7 @@
 #include "builtin/fuse.h"
 #include "builtin/gemm.h"
 #include "builtin/reduce.h"
+#include "builtin/rnn.h"
 #include "builtin/rownorm.h"
 #include "common/status.h"
 
@@ -61,6 +62,11 @@ struct Plan {
   // (attention.h), each with its tile configuration (missing: the default).
   bool attention = false;
   std::vector<AttentionSchedule> asched;
+  // nn.GRU, nn.LSTM and nn.RNN modules left whole by the tracer become
+  // Triton kernels launched per step (rnn.h), each with its schedule
+  // (missing: the default).
+  bool recurrent = false;
+  std::vector<RnnSchedule> rsched;
   // Safe algebraic rewrites (see CountLinearReductions).
   bool algebra = false;
   // The whole forward replayed from a CUDA graph (graph_capture.h): the

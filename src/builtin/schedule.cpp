@@ -352,6 +352,20 @@ AttentionSchedule AttentionScheduleFor(const Plan& plan, size_t k, const Attenti
   return k < plan.asched.size() ? plan.asched[k] : DefaultAttentionSchedule(op);
 }
 
+std::vector<std::pair<int, RnnOp>> FormRnns(const Graph& g, const Plan& plan) {
+  std::vector<std::pair<int, RnnOp>> out;
+  if (!plan.recurrent) return out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    RnnOp op;
+    if (ClassifyRnn(g, g.nodes[i], &op)) out.push_back({static_cast<int>(i), op});
+  }
+  return out;
+}
+
+RnnSchedule RnnScheduleFor(const Plan& plan, size_t k, const RnnOp& op) {
+  return k < plan.rsched.size() ? plan.rsched[k] : DefaultRnnSchedule(op);
+}
+
 GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op) {
   if (k < plan.gsched.size()) return plan.gsched[k];
   return op.IsConv() ? DefaultConvSchedule(op) : GemmSchedule();
@@ -372,6 +386,7 @@ const char* KernelKindName(KernelKind k) {
     case KernelKind::kSiblings: return "sibling reductions";
     case KernelKind::kLinearReduction: return "linear reduction";
     case KernelKind::kAttention: return "attention";
+    case KernelKind::kRecurrent: return "recurrent";
   }
   return "?";
 }
@@ -397,6 +412,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   s.gemms = FormGemms(g, plan);
   s.rnorms = FormRowNorms(g, plan);
   s.attns = FormAttentions(g, plan);
+  s.rnns = FormRnns(g, plan);
   const auto& groups = s.groups;
   const auto& reds = s.reds;
 
@@ -475,6 +491,8 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   for (size_t k = 0; k < s.gemms.size(); ++k) w.gsched[k] = GemmScheduleFor(plan, k, s.gemms[k].second);
   w.asched.resize(s.attns.size());
   for (size_t k = 0; k < s.attns.size(); ++k) w.asched[k] = AttentionScheduleFor(plan, k, s.attns[k].second);
+  w.rsched.resize(s.rnns.size());
+  for (size_t k = 0; k < s.rnns.size(); ++k) w.rsched[k] = RnnScheduleFor(plan, k, s.rnns[k].second);
   w.nsched.resize(s.rnorms.size());
   for (size_t k = 0; k < s.rnorms.size(); ++k) w.nsched[k] = RowNormFor(plan, k, s.rnorms[k].second);
 
@@ -502,6 +520,9 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   }
   for (size_t k = 0; k < s.attns.size(); ++k) {
     s.kernels.push_back(kernel(KernelKind::kAttention, k, s.attns[k].first));
+  }
+  for (size_t k = 0; k < s.rnns.size(); ++k) {
+    s.kernels.push_back(kernel(KernelKind::kRecurrent, k, s.rnns[k].first));
   }
   for (size_t k = 0; k < reds.size(); ++k) {
     if (s.follower.count(k)) continue;
@@ -552,6 +573,7 @@ std::optional<KernelRef> KernelOfName(const FusedSchedule& s, const std::string&
   }
   if (auto k = IndexAfter(name, "_ax_rnorm")) return launched(KernelKind::kRowNorm, *k);
   if (auto k = IndexAfter(name, "_ax_attn_kernel")) return launched(KernelKind::kAttention, *k);
+  if (auto k = IndexAfter(name, "_ax_rnn_kernel")) return launched(KernelKind::kRecurrent, *k);
   if (auto k = IndexAfter(name, "_ax_red")) {
     if (auto r = launched(KernelKind::kReduction, *k)) return r;
     return launched(KernelKind::kSiblings, *k);

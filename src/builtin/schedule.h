@@ -67,6 +67,7 @@ enum class KernelKind {
   kSiblings,         // reductions sharing one kernel (index: the first of them)
   kLinearReduction,  // a reduction rewritten as a matrix-vector product: torch calls, no Triton kernel
   kAttention,        // scaled_dot_product_attention (index: the attention)
+  kRecurrent,        // a GRU, LSTM or RNN module, launched per step (index: the module)
 };
 const char* KernelKindName(KernelKind k);
 
@@ -91,6 +92,7 @@ struct FusedSchedule {
   std::vector<std::pair<int, GemmOp>> gemms;  // those the algebra removed are not here
   std::vector<std::pair<int, RowNormOp>> rnorms;
   std::vector<std::pair<int, AttentionOp>> attns;
+  std::vector<std::pair<int, RnnOp>> rnns;
   std::vector<LinearReduce> linreds;
 
   std::map<size_t, size_t> linred_of;  // reduction -> rewrite
@@ -114,7 +116,7 @@ struct FusedSchedule {
   // those of kernels that are not launched at their defaults.
   Plan resolved;
 
-  // How many Triton kernels the forward launches.
+  // How many Triton kernels the forward has (a recurrent module's counts once).
   int TritonKernels() const;
   // The pointwise groups launched as kernels of their own, in order.
   std::vector<size_t> LaunchedGroups() const;
@@ -126,7 +128,8 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan);
 // A scheduled kernel as a GPU profile names its Triton kernels:
 // `_ax_kernel<k>` (pointwise group k), `_ax_red<k>...` (reduction k, or the
 // sibling reductions led by k), `_ax_gemm_kernel<k>` (GEMM or convolution k),
-// `_ax_rnorm<k>...` (row norm k), `_ax_attn_kernel<k>` (attention k). Other
+// `_ax_rnorm<k>...` (row norm k), `_ax_attn_kernel<k>` (attention k),
+// `_ax_rnn_kernel<k>` (recurrent module k). Other
 // names (library kernels) are none.
 struct KernelRef {
   KernelKind kind = KernelKind::kPointwise;
@@ -154,6 +157,11 @@ GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op);
 std::vector<std::pair<int, AttentionOp>> FormAttentions(const Graph& g, const Plan& plan);
 // The tile configuration plan gives attention k (op): its own, or the default.
 AttentionSchedule AttentionScheduleFor(const Plan& plan, size_t k, const AttentionOp& op);
+
+// The recurrent modules generated under plan (none unless plan.recurrent): (node index, operator).
+std::vector<std::pair<int, RnnOp>> FormRnns(const Graph& g, const Plan& plan);
+// The schedule plan gives recurrent module k (op): its own, or the default.
+RnnSchedule RnnScheduleFor(const Plan& plan, size_t k, const RnnOp& op);
 
 // The row norms generated under plan: (node index, operator).
 std::vector<std::pair<int, RowNormOp>> FormRowNorms(const Graph& g, const Plan& plan);

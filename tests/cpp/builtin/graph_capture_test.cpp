@@ -119,7 +119,9 @@ TEST(GraphCapture, ALargeStepForAForwardOfManyLaunchesOnly) {
 
 // x, h0 -> nn.GRU(layers, bidirectional) -> [0]: one library call that steps
 // through the sequence, and nothing for the compiler to fuse.
-json GruGraph(int64_t seq, int64_t layers, bool bidirectional, bool batch_first) {
+// A GRU (input 128, hidden 256, batch 10) and its output. With `generated`,
+// the module reports what ClassifyRnn needs (its dropout and its weights).
+json GruGraph(int64_t seq, int64_t layers, bool bidirectional, bool batch_first, bool generated = false) {
   json nodes = json::array();
   const std::vector<int64_t> xs = batch_first ? std::vector<int64_t>{10, seq, 128} : std::vector<int64_t>{seq, 10, 128};
   const int64_t dirs = bidirectional ? 2 : 1;
@@ -130,6 +132,20 @@ json GruGraph(int64_t seq, int64_t layers, bool bidirectional, bool batch_first)
                  {"attrs", {{"hidden_size", 256}, {"num_layers", layers}, {"bidirectional", bidirectional},
                             {"batch_first", batch_first}, {"bias", true}}},
                  {"params", json::object()}};
+  if (generated) {
+    module["attrs"]["dropout"] = 0.0;
+    module["attrs"]["mode"] = "GRU";
+    for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t d = 0; d < dirs; ++d) {
+        const std::string sfx = std::to_string(l) + (d ? "_reverse" : "");
+        const int64_t in = l == 0 ? 128 : 256 * dirs;
+        module["params"]["weight_ih_l" + sfx] = {{"shape", {768, in}}, {"dtype", "torch.float32"}};
+        module["params"]["weight_hh_l" + sfx] = {{"shape", {768, 256}}, {"dtype", "torch.float32"}};
+        module["params"]["bias_ih_l" + sfx] = {{"shape", {768}}, {"dtype", "torch.float32"}};
+        module["params"]["bias_hh_l" + sfx] = {{"shape", {768}}, {"dtype", "torch.float32"}};
+      }
+    }
+  }
   nodes.push_back({{"name", "gru"}, {"op", "call_module"}, {"target", "gru"}, {"module", module},
                    {"args", {N("x"), N("h0")}}, {"out", {{"kind", "tuple"}}}});
   nodes.push_back({{"name", "getitem"}, {"op", "call_function"}, {"target", "getitem"}, {"callable", "operator.getitem"},
@@ -150,7 +166,8 @@ TEST(GraphCapture, ARecurrentModuleLaunchesPerStepLayerAndDirection) {
 // A recurrent network (the last step's features through a Linear head): its
 // few Triton kernels come with a recurrent module's launches per time step,
 // so its first plan is offered again from a CUDA graph. A recurrent module
-// alone is no candidate, graphed or not: a candidate needs a kernel of its own.
+// that is not generated (here: its trace lacks the weights) alone is no
+// candidate, graphed or not: a candidate needs a kernel of its own.
 TEST(GraphCapture, ARecurrentNetworkIsOfferedGraphedButALoneModuleIsNot) {
   json lone = GruGraph(512, 6, false, false);
   Graph g;
@@ -180,6 +197,31 @@ TEST(GraphCapture, ARecurrentNetworkIsOfferedGraphedButALoneModuleIsNot) {
   ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[1], &src).ok());
   EXPECT_NE(src.find("self.gru(v_x, v_h0)"), std::string::npos) << src;
   EXPECT_NE(src.find("return _ax_graphed(self, self._ax_forward, (v_x, v_h0))"), std::string::npos) << src;
+}
+
+// A lone recurrent module that the compiler generates: its plan comes first,
+// one launch per wavefront (unidirectional) or per layer and step
+// (bidirectional), and is offered again from a CUDA graph.
+TEST(GraphCapture, AGeneratedRecurrentModuleIsOfferedFirstAndGraphed) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(GruGraph(512, 6, false, false, true), &g).ok());
+  Plan rnn;
+  rnn.recurrent = true;
+  EXPECT_EQ(ForwardLaunches(g, Schedule(g, rnn)), 512 + 6 - 1);
+  BuiltinProposer proposer(g, "class Model: pass\n");
+  const std::vector<Plan> plans = proposer.LargePlans();
+  ASSERT_GE(plans.size(), 2u);
+  EXPECT_TRUE(plans[0].recurrent && !plans[0].cuda_graph);
+  EXPECT_TRUE(plans[1].recurrent && plans[1].cuda_graph);
+  std::string src;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[1], &src).ok());
+  EXPECT_NE(src.find("_ax_rnn0(v_x, v_h0, self.gru)"), std::string::npos) << src;
+  EXPECT_NE(src.find("for w in range(517):"), std::string::npos) << src;
+  ASSERT_TRUE(ParseGraph(GruGraph(7, 3, true, true, true), &g).ok());
+  EXPECT_EQ(ForwardLaunches(g, Schedule(g, rnn)), 7 * 3);
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", rnn, &src).ok());
+  EXPECT_NE(src.find("grid = (triton.cdiv(256, 16), 2, 1)"), std::string::npos) << src;
+  EXPECT_NE(src.find("seq[0, :, :, :128] = x.transpose(0, 1)"), std::string::npos) << src;
 }
 
 // A small step from a measured parent: graphed first when its kernels kept

@@ -687,7 +687,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
                           "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
                           "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
-                          "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py"}) {
+                          "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
+                          "tests/corpus/builtin/recurrent_modules.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1327,6 +1328,65 @@ TEST_F(BuiltinJudge, TransposedConvolutionsRunByPhase) {
 
 // scaled_dot_product_attention as one flash-style kernel per call: causal
 // and not, L < S and L > S, Ev != E; two tile configurations.
+// Recurrent modules too long to unroll are generated as one kernel launched
+// per step: a unidirectional stack as a wavefront over its layers, a
+// bidirectional one layer by layer, both directions per launch.
+TEST_F(BuiltinJudge, RecurrentModulesRunAsKernelsPerStep) {
+  TaskRef t = Task("tests/corpus/builtin/recurrent_modules.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  EXPECT_TRUE(FormRnns(g, Plan()).empty()) << "recurrent modules only under plan.recurrent";
+  Plan plan;
+  plan.recurrent = true;
+  const auto rnns = FormRnns(g, plan);
+  ASSERT_EQ(rnns.size(), 3u);
+  EXPECT_EQ(rnns[0].second.mode, "GRU");
+  EXPECT_EQ(rnns[0].second.Launches(), 9 + 3 - 1);
+  EXPECT_TRUE(rnns[0].second.h0.empty());
+  EXPECT_EQ(rnns[1].second.mode, "LSTM");
+  EXPECT_TRUE(rnns[1].second.batch_first);
+  EXPECT_EQ(rnns[1].second.Launches(), 9 * 2);
+  EXPECT_EQ(rnns[1].second.c0, "c0");
+  EXPECT_EQ(rnns[2].second.mode, "RNN_RELU");
+  EXPECT_FALSE(rnns[2].second.bias);
+  EXPECT_EQ(rnns[2].second.Launches(), 9 + 8 - 1);
+  std::string src;
+  Plan resolved;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src, nullptr, &resolved).ok());
+  ASSERT_EQ(resolved.rsched.size(), 3u);
+  Plan back;
+  ASSERT_TRUE(Plan::FromJson(resolved.ToJson(), &back).ok());
+  EXPECT_EQ(back.rsched, resolved.rsched);
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  for (const char* m : {"self.gru(", "self.lstm(", "self.rnn("}) {
+    EXPECT_EQ(forward.find(m), std::string::npos) << m << " is still a PyTorch call\n" << src;
+  }
+  EXPECT_NE(forward.find("_ax_rnn1(v_transpose, v_h0, v_c0, self.lstm)"), std::string::npos) << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // Other blocks: several hidden blocks per module, a K loop of several blocks.
+  plan.rsched.assign(3, RnnSchedule{16, 16, 16, 1});
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // Weights written in place are packed again.
+  EXPECT_EQ(RunPyCheck(src, R"(import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
+torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
+for step in range(2):
+    torch.manual_seed(10 + step); xs = m.get_inputs()
+    for a, b in zip(ref(*xs), new(*xs)):
+        if not torch.allclose(a, b, atol=1e-4, rtol=1e-4): print("outputs differ at call", step); sys.exit(0)
+    with torch.no_grad():
+        for mod in (ref, new):
+            mod.lstm.weight_hh_l1_reverse.mul_(0.5)
+print("ok")
+)"),
+            "ok");
+}
+
 TEST_F(BuiltinJudge, AttentionIsOneFlashKernelPerCall) {
   TaskRef t = Task("tests/corpus/builtin/attention.py");
   Graph g;

@@ -1,0 +1,16 @@
+// Weights packed once and kept across calls: the Python helper
+// `_ax_packed_weight(weight, pack)` that generated launchers call to lay a
+// module's weights out for their kernels (a tap-major convolution's
+// [groups, taps, Cin, Cout] weight, a recurrent module's gate blocks)
+// without a copy per call.
+#pragma once
+
+namespace ax::builtin {
+
+// The helper's source: pack(weight) for a tensor or a tuple of tensors,
+// computed again only when one of them is another tensor or its version
+// counter moved (an in-place write, load_state_dict); one entry per call
+// site, so that dropped weights are not kept.
+const char* PackedWeightHelper();
+
+}  // namespace ax::builtin

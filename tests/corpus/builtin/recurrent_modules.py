@@ -1,0 +1,29 @@
+# Builtin compiler corpus: recurrent modules too long to unroll (more steps x
+# layers x directions than the tracer's lowering budget), so each stays one
+# module call: a 3-layer GRU from zero states (one launch per wavefront), a
+# 2-layer bidirectional batch-first LSTM from given (h0, c0) whose c_n is
+# returned, and an 8-layer ReLU RNN without biases over the GRU's output.
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(5, 12, num_layers=3)
+        self.lstm = nn.LSTM(5, 20, num_layers=2, bidirectional=True, batch_first=True)
+        self.rnn = nn.RNN(12, 7, num_layers=8, nonlinearity="relu", bias=False)
+
+    def forward(self, x, h0, c0):
+        g, gh = self.gru(x)
+        o, (hn, cn) = self.lstm(x.transpose(0, 1), (h0, c0))
+        r, _ = self.rnn(g)
+        return g * 2.0, gh, o, cn, r
+
+
+def get_inputs():
+    return [torch.randn(9, 3, 5), torch.randn(4, 3, 20), torch.randn(4, 3, 20)]
+
+
+def get_init_inputs():
+    return []
