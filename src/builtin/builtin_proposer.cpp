@@ -344,27 +344,37 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const FusedSchedule& sched,
       }
     }
   }
-  // Recurrent modules: BJ, BK, BB or warps of one module's kernel, doubled or halved.
+  // Recurrent modules: BJ, warps, BK or BB of one module's kernel doubled or
+  // halved, or its stages one more or less.
   const auto rnns = FormRnns(graph, parent);
   for (size_t k = 0; k < rnns.size(); ++k) {
     if (!wants({KernelKind::kRecurrent}, k)) continue;
     const RnnSchedule cur = RnnScheduleFor(parent, k, rnns[k].second);
+    std::vector<std::pair<std::string, RnnSchedule>> cands;
     for (auto [knob, field] : {std::pair{"BJ", &RnnSchedule::bj}, std::pair{"warps", &RnnSchedule::warps},
                                std::pair{"BK", &RnnSchedule::bk}, std::pair{"BB", &RnnSchedule::bb}}) {
       for (int f : {2, -2}) {
         RnnSchedule c = cur;
         c.*field = f > 0 ? cur.*field * f : cur.*field / -f;
-        if (!c.Valid()) continue;
-        Plan q = parent;
-        q.rsched.resize(rnns.size());
-        for (size_t j = 0; j < rnns.size(); ++j) q.rsched[j] = RnnScheduleFor(parent, j, rnns[j].second);
-        q.rsched[k] = c;
-        if (TryPlan(q, &p, &error)) {
-          p.note = "builtin: recurrent module " + std::to_string(k) + " " + knob + " changed (BJ " +
-                   std::to_string(c.bj) + ", BK " + std::to_string(c.bk) + ", BB " + std::to_string(c.bb) +
-                   ", warps " + std::to_string(c.warps) + ")";
-          return true;
-        }
+        cands.push_back({knob, c});
+      }
+    }
+    for (int d : {1, -1}) {
+      RnnSchedule c = cur;
+      c.stages += d;
+      cands.push_back({"stages", c});
+    }
+    for (const auto& [knob, c] : cands) {
+      if (!c.Valid()) continue;
+      Plan q = parent;
+      q.rsched.resize(rnns.size());
+      for (size_t j = 0; j < rnns.size(); ++j) q.rsched[j] = RnnScheduleFor(parent, j, rnns[j].second);
+      q.rsched[k] = c;
+      if (TryPlan(q, &p, &error)) {
+        p.note = "builtin: recurrent module " + std::to_string(k) + " " + knob + " changed (BJ " + std::to_string(c.bj) +
+                 ", BK " + std::to_string(c.bk) + ", BB " + std::to_string(c.bb) + ", warps " +
+                 std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ")";
+        return true;
       }
     }
   }

@@ -50,17 +50,17 @@ const char* GateName(const std::string& mode, int g) {
 
 bool RnnSchedule::Valid() const {
   return IsPow2(bj) && IsPow2(bk) && IsPow2(bb) && bj >= 16 && bk >= 16 && bb >= 16 && bj <= 128 && bk <= 256 &&
-         bb <= 128 && IsPow2(warps) && warps <= 16;
+         bb <= 128 && IsPow2(warps) && warps <= 16 && stages >= 1 && stages <= 4;
 }
 
-json RnnSchedule::ToJson() const { return json::array({bj, bk, bb, warps}); }
+json RnnSchedule::ToJson() const { return json::array({bj, bk, bb, warps, stages}); }
 
 Status RnnSchedule::FromJson(const json& j, RnnSchedule* out) {
-  if (!j.is_array() || j.size() != 4) return Status::Error("plan has a malformed recurrent schedule");
+  if (!j.is_array() || j.size() != 5) return Status::Error("plan has a malformed recurrent schedule");
   for (const auto& e : j) {
     if (!e.is_number_integer()) return Status::Error("plan has a malformed recurrent schedule");
   }
-  RnnSchedule s{j[0].get<int>(), j[1].get<int>(), j[2].get<int>(), j[3].get<int>()};
+  RnnSchedule s{j[0].get<int>(), j[1].get<int>(), j[2].get<int>(), j[3].get<int>(), j[4].get<int>()};
   if (!s.Valid()) return Status::Error("plan has a bad recurrent schedule");
   *out = s;
   return Status::Ok();
@@ -145,8 +145,9 @@ RnnSchedule DefaultRnnSchedule(const RnnOp& op) {
   RnnSchedule s;
   s.bb = static_cast<int>(std::min<int64_t>(64, Pow2AtLeast(op.batch, 16)));
   s.bj = op.hidden >= 512 ? 32 : 16;
-  s.bk = 32;
+  s.bk = std::max(op.input, op.dirs * op.hidden) >= 256 ? 64 : 32;
   s.warps = s.bb >= 64 ? 4 : 2;
+  s.stages = 2;
   return s;
 }
 
@@ -316,7 +317,7 @@ Status EmitRnn(const RnnOp& op, size_t k, const RnnSchedule& s, std::string* src
     const std::string args = "(seq, wi, wh, bi, bh, h0, " + std::string(lstm ? "c" : "hn") + ", hn, ";
     const std::string consts = ", T=" + T + ", B=" + B + ", H=" + H + ", D=" + D + ", KX=" + S(op.input) + ", KM=" +
                                S(km) + ", NB=" + S(nb) + ", BB=" + S(s.bb) + ", BJ=" + S(s.bj) + ", BK=" + S(s.bk) +
-                               ", num_warps=" + S(s.warps) + ", num_stages=1)";
+                               ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";
     const std::string hblocks = "triton.cdiv(" + H + ", " + S(s.bj) + ")";
     if (op.Wavefront()) {
       l.Line("grid = (" + hblocks + ", 1, " + S(op.layers * nb) + ")");

@@ -47,6 +47,7 @@ struct RnnSchedule {
   int bk = 32;     // reduction block of both projections
   int bb = 16;     // batch rows per program (at least 16: the products' M)
   int warps = 4;
+  int stages = 2;  // software pipelining of the two projection loops
   bool operator==(const RnnSchedule&) const = default;
   bool Valid() const;
   nlohmann::json ToJson() const;

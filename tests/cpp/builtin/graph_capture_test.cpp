@@ -217,6 +217,16 @@ TEST(GraphCapture, AGeneratedRecurrentModuleIsOfferedFirstAndGraphed) {
   ASSERT_TRUE(Generate(g, "class Model: pass\n", plans[1], &src).ok());
   EXPECT_NE(src.find("_ax_rnn0(v_x, v_h0, self.gru)"), std::string::npos) << src;
   EXPECT_NE(src.find("for w in range(517):"), std::string::npos) << src;
+  // A profile names its kernel; its schedule travels as JSON and bad ones are refused.
+  const FusedSchedule fs = Schedule(g, rnn);
+  ASSERT_TRUE(KernelOfName(fs, "_ax_rnn_kernel0").has_value());
+  EXPECT_EQ(KernelOfName(fs, "_ax_rnn_kernel0")->kind, KernelKind::kRecurrent);
+  EXPECT_FALSE(KernelOfName(fs, "_ax_rnn_kernel1").has_value());
+  RnnSchedule rs;
+  ASSERT_TRUE(RnnSchedule::FromJson(fs.resolved.rsched.at(0).ToJson(), &rs).ok());
+  EXPECT_EQ(rs, fs.resolved.rsched[0]);
+  EXPECT_FALSE(RnnSchedule::FromJson(json::array({8, 32, 16, 2, 2}), &rs).ok());  // BJ below 16
+  EXPECT_FALSE(RnnSchedule::FromJson(json::array({16, 32, 16, 2}), &rs).ok());
   ASSERT_TRUE(ParseGraph(GruGraph(7, 3, true, true, true), &g).ok());
   EXPECT_EQ(ForwardLaunches(g, Schedule(g, rnn)), 7 * 3);
   ASSERT_TRUE(Generate(g, "class Model: pass\n", rnn, &src).ok());

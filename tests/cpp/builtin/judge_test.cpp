@@ -1365,7 +1365,7 @@ TEST_F(BuiltinJudge, RecurrentModulesRunAsKernelsPerStep) {
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   // Other blocks: several hidden blocks per module, a K loop of several blocks.
-  plan.rsched.assign(3, RnnSchedule{16, 16, 16, 1});
+  plan.rsched.assign(3, RnnSchedule{16, 16, 16, 1, 1});
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
