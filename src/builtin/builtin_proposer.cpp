@@ -227,15 +227,17 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   std::vector<Plan> out;
   const int64_t bytes = ForwardOutputBytes(graph_);
   for (size_t i = 0; i < plans.size(); ++i) {
-    out.push_back(plans[i]);
     const bool first_conv = plans[i].conv && !plans[i].conv_native && (i == 0 || !plans[i - 1].conv);
     const bool first_plain = i == 1 && plans[0].recurrent;  // the first plan that leaves them to PyTorch
     const int launches = (i == 0 || first_conv || first_plain) ? Launches(plans[i]) : 0;
-    if (launches >= kGraphMinLaunches && bytes < kGraphMaxBytesPerLaunch * launches) {
-      Plan g = plans[i];
-      g.cuda_graph = true;
-      out.push_back(g);
-    }
+    Plan g = plans[i];
+    g.cuda_graph = true;
+    const bool graphed = launches >= kGraphMinLaunches && bytes < kGraphMaxBytesPerLaunch * launches;
+    // A recurrent module's kernel is launched once per step: replayed from
+    // a graph it is all but certainly the faster, so that form goes first.
+    if (graphed && plans[i].recurrent) out.push_back(g);
+    out.push_back(plans[i]);
+    if (graphed && !plans[i].recurrent) out.push_back(g);
   }
   return out;
 }
