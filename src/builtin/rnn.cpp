@@ -88,18 +88,21 @@ bool ClassifyRnn(const Graph& g, const Node& n, RnnOp* out) {
   const double dropout = AttrOr<double>(attrs, "dropout", -1.0);
   if (dropout < 0 || (dropout > 0 && op.layers > 1 && AttrOr(attrs, "training", true))) return false;
   if (AttrOr<int64_t>(attrs, "proj_size", 0) != 0 || params.contains("weight_hr_l0")) return false;
-  // The input: [T, B, I] (batch_first: [B, T, I]), float32.
+  // The input: [T, B, I] (batch_first: [B, T, I]) or [T, I], float32.
   if (n.args.empty() || n.args.size() > 2) return false;
   for (const auto& [key, v] : n.kwargs.items()) {
     if (key != "hx") return false;
   }
   const Node* x = NodeArg(g, n.args[0]);
-  if (!x || !x->is_tensor || x->dtype != "torch.float32" || x->shape.size() != 3) return false;
+  if (!x || !x->is_tensor || x->dtype != "torch.float32" || (x->shape.size() != 3 && x->shape.size() != 2)) {
+    return false;
+  }
   op.x = x->name;
   op.x_shape = x->shape;
-  op.seq = x->shape[op.batch_first ? 1 : 0];
-  op.batch = x->shape[op.batch_first ? 0 : 1];
-  op.input = x->shape[2];
+  op.unbatched = x->shape.size() == 2;
+  op.seq = x->shape[op.batch_first && !op.unbatched ? 1 : 0];
+  op.batch = op.unbatched ? 1 : x->shape[op.batch_first ? 0 : 1];
+  op.input = x->shape.back();
   if (op.seq <= 0 || op.batch <= 0 || op.input <= 0) return false;
   // The weights: [G*H, I] for layer 0, [G*H, D*H] above, [G*H, H] hidden.
   const int64_t gh = op.gates * op.hidden;
@@ -121,7 +124,8 @@ bool ClassifyRnn(const Graph& g, const Node& n, RnnOp* out) {
   }
   // The initial states: none, h0 (GRU, RNN) or (h0, c0) (LSTM).
   const json* hx = n.args.size() > 1 ? &n.args[1] : (n.kwargs.contains("hx") ? &n.kwargs.at("hx") : nullptr);
-  const std::vector<int64_t> state = {op.layers * op.dirs, op.batch, op.hidden};
+  const std::vector<int64_t> state = op.unbatched ? std::vector<int64_t>{op.layers * op.dirs, op.hidden}
+                                                  : std::vector<int64_t>{op.layers * op.dirs, op.batch, op.hidden};
   if (hx && !IsNone(*hx)) {
     if (op.mode == "LSTM") {
       if (!hx->is_object() || !hx->contains("tuple") || hx->at("tuple").size() != 2) return false;
@@ -301,12 +305,18 @@ Status EmitRnn(const RnnOp& op, size_t k, const RnnSchedule& s, std::string* src
   {
     auto body = l.Open("def _ax_rnn" + ks + "(x, h0, " + (lstm ? "c0, " : "") + "module):");
     l.Line("assert list(x.shape) == " + PyShape(op.x_shape) + ", \"the kernel was generated for the traced shapes\"");
+    if (op.unbatched) {
+      l.Line("# unbatched: a batch of one");
+      l.Line(std::string("x, h0") + (lstm ? ", c0" : "") + " = x.unsqueeze(1), None if h0 is None else h0.unsqueeze(1)" +
+             (lstm ? ", None if c0 is None else c0.unsqueeze(1)" : ""));
+    }
     l.Line("wi, wh, bi, bh = _ax_packed_weight(tuple(getattr(module, n) for n in module._flat_weights_names), " +
            pname + ")");
     const std::string T = S(op.seq), B = S(op.batch), H = S(op.hidden), L = S(op.layers), D = S(op.dirs);
     l.Line("seq = torch.empty(" + S(op.layers + 1) + ", " + T + ", " + B + ", " + S(km) +
            ", device=x.device, dtype=torch.float32)  # slot 0: the input; slot l + 1: layer l's output");
-    l.Line(std::string("seq[0, :, :, :") + S(op.input) + "] = " + (op.batch_first ? "x.transpose(0, 1)" : "x"));
+    l.Line(std::string("seq[0, :, :, :") + S(op.input) + "] = " +
+           (op.batch_first && !op.unbatched ? "x.transpose(0, 1)" : "x"));
     const std::string state = S(op.layers * op.dirs) + ", " + B + ", " + H;
     l.Line("h0 = torch.zeros(" + state + ", device=x.device, dtype=torch.float32) if h0 is None else h0.contiguous()");
     if (lstm) {
@@ -330,8 +340,13 @@ Status EmitRnn(const RnnOp& op, size_t k, const RnnSchedule& s, std::string* src
       l.Line(kname + "[grid]" + args + "t, la" + consts);
     }
     const std::string out = "seq[" + L + ", :, :, :" + S(op.dirs * op.hidden) + "]";
-    l.Line("out = " + (op.batch_first ? out + ".transpose(0, 1)" : out) + ".contiguous()");
-    l.Line(lstm ? "return out, (hn, c)" : "return out, hn");
+    if (op.unbatched) {
+      l.Line("out = " + out + ".squeeze(1).contiguous()");
+      l.Line(lstm ? "return out, (hn.squeeze(1), c.squeeze(1))" : "return out, hn.squeeze(1)");
+    } else {
+      l.Line("out = " + (op.batch_first ? out + ".transpose(0, 1)" : out) + ".contiguous()");
+      l.Line(lstm ? "return out, (hn, c)" : "return out, hn");
+    }
   }
   *src += w.str() + "\n\n" + l.str() + "\n\n";
   return Status::Ok();

@@ -31,6 +31,7 @@ struct RnnOp {
   int gates = 1;     // 3 (GRU: r, z, n), 4 (LSTM: i, f, g, o), 1 (RNN)
   int64_t input = 0, hidden = 0, layers = 1, dirs = 1, seq = 0, batch = 0;
   bool batch_first = false;
+  bool unbatched = false;  // x is [T, I] and the states [L * D, H]: run as a batch of one
   bool bias = true;
   std::string module;  // the module's attribute path (the node's target)
   std::string x;       // the input node
@@ -56,7 +57,7 @@ struct RnnSchedule {
 
 // True when node n is a recurrent module the compiler generates: an nn.GRU,
 // nn.LSTM or nn.RNN call on a float32 input [T, B, I] ([B, T, I] with
-// batch_first), with given or zero initial states, no projection
+// batch_first) or [T, I] (unbatched), with given or zero initial states, no projection
 // (proj_size 0) and no dropout between layers.
 bool ClassifyRnn(const Graph& g, const Node& n, RnnOp* out);
 

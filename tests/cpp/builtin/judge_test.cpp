@@ -1339,7 +1339,7 @@ TEST_F(BuiltinJudge, RecurrentModulesRunAsKernelsPerStep) {
   Plan plan;
   plan.recurrent = true;
   const auto rnns = FormRnns(g, plan);
-  ASSERT_EQ(rnns.size(), 3u);
+  ASSERT_EQ(rnns.size(), 4u);
   EXPECT_EQ(rnns[0].second.mode, "GRU");
   EXPECT_EQ(rnns[0].second.Launches(), 9 + 3 - 1);
   EXPECT_TRUE(rnns[0].second.h0.empty());
@@ -1350,22 +1350,24 @@ TEST_F(BuiltinJudge, RecurrentModulesRunAsKernelsPerStep) {
   EXPECT_EQ(rnns[2].second.mode, "RNN_RELU");
   EXPECT_FALSE(rnns[2].second.bias);
   EXPECT_EQ(rnns[2].second.Launches(), 9 + 8 - 1);
+  EXPECT_TRUE(rnns[3].second.unbatched);
+  EXPECT_EQ(rnns[3].second.batch, 1);
   std::string src;
   Plan resolved;
   ASSERT_TRUE(Generate(g, t.source, plan, &src, nullptr, &resolved).ok());
-  ASSERT_EQ(resolved.rsched.size(), 3u);
+  ASSERT_EQ(resolved.rsched.size(), 4u);
   Plan back;
   ASSERT_TRUE(Plan::FromJson(resolved.ToJson(), &back).ok());
   EXPECT_EQ(back.rsched, resolved.rsched);
   const std::string forward = src.substr(src.find("class ModelNew"));
-  for (const char* m : {"self.gru(", "self.lstm(", "self.rnn("}) {
+  for (const char* m : {"self.gru(", "self.lstm(", "self.rnn(", "self.one("}) {
     EXPECT_EQ(forward.find(m), std::string::npos) << m << " is still a PyTorch call\n" << src;
   }
   EXPECT_NE(forward.find("_ax_rnn1(v_transpose, v_h0, v_c0, self.lstm)"), std::string::npos) << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   // Other blocks: several hidden blocks per module, a K loop of several blocks.
-  plan.rsched.assign(3, RnnSchedule{16, 16, 16, 1, 1});
+  plan.rsched.assign(4, RnnSchedule{16, 16, 16, 1, 1});
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
