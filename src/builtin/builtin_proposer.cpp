@@ -353,6 +353,11 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const FusedSchedule& sched,
     if (!wants({KernelKind::kRecurrent}, k)) continue;
     const RnnSchedule cur = RnnScheduleFor(parent, k, rnns[k].second);
     std::vector<std::pair<std::string, RnnSchedule>> cands;
+    if (!rnns[k].second.Wavefront()) {  // the input projections before the steps, or inside them
+      RnnSchedule c = cur;
+      c.pre = 1 - cur.pre;
+      cands.push_back({"precomputed input projections", c});
+    }
     for (auto [knob, field] : {std::pair{"BJ", &RnnSchedule::bj}, std::pair{"warps", &RnnSchedule::warps},
                                std::pair{"BK", &RnnSchedule::bk}, std::pair{"BB", &RnnSchedule::bb}}) {
       for (int f : {2, -2}) {
@@ -375,7 +380,8 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const FusedSchedule& sched,
       if (TryPlan(q, &p, &error)) {
         p.note = "builtin: recurrent module " + std::to_string(k) + " " + knob + " changed (BJ " + std::to_string(c.bj) +
                  ", BK " + std::to_string(c.bk) + ", BB " + std::to_string(c.bb) + ", warps " +
-                 std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ")";
+                 std::to_string(c.warps) + ", stages " + std::to_string(c.stages) + ", input projections " +
+                 (c.pre ? "precomputed" : "per step") + ")";
         return true;
       }
     }

@@ -50,17 +50,20 @@ const char* GateName(const std::string& mode, int g) {
 
 bool RnnSchedule::Valid() const {
   return IsPow2(bj) && IsPow2(bk) && IsPow2(bb) && bj >= 16 && bk >= 16 && bb >= 16 && bj <= 128 && bk <= 256 &&
-         bb <= 128 && IsPow2(warps) && warps <= 16 && stages >= 1 && stages <= 4;
+         bb <= 128 && IsPow2(warps) && warps <= 16 && stages >= 1 && stages <= 4 && (pre == 0 || pre == 1);
 }
 
-json RnnSchedule::ToJson() const { return json::array({bj, bk, bb, warps, stages}); }
+json RnnSchedule::ToJson() const { return json::array({bj, bk, bb, warps, stages, pre}); }
 
 Status RnnSchedule::FromJson(const json& j, RnnSchedule* out) {
-  if (!j.is_array() || j.size() != 5) return Status::Error("plan has a malformed recurrent schedule");
+  if (!j.is_array() || (j.size() != 5 && j.size() != 6)) {
+    return Status::Error("plan has a malformed recurrent schedule");
+  }
   for (const auto& e : j) {
     if (!e.is_number_integer()) return Status::Error("plan has a malformed recurrent schedule");
   }
-  RnnSchedule s{j[0].get<int>(), j[1].get<int>(), j[2].get<int>(), j[3].get<int>(), j[4].get<int>()};
+  RnnSchedule s{j[0].get<int>(), j[1].get<int>(), j[2].get<int>(), j[3].get<int>(), j[4].get<int>(),
+                j.size() > 5 ? j[5].get<int>() : 0};
   if (!s.Valid()) return Status::Error("plan has a bad recurrent schedule");
   *out = s;
   return Status::Ok();
@@ -152,19 +155,20 @@ RnnSchedule DefaultRnnSchedule(const RnnOp& op) {
   s.bk = std::max(op.input, op.dirs * op.hidden) >= 256 ? 64 : 32;
   s.warps = s.bb >= 64 ? 4 : 2;
   s.stages = 2;
+  s.pre = op.Wavefront() ? 0 : 1;
   return s;
 }
 
 namespace {
 
 // The kernel: one program per (hidden block, direction, layer x batch block).
-void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool wide, PyWriter* wp) {
+void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool wide, bool pre, PyWriter* wp) {
   PyWriter& w = *wp;
   const int G = op.gates;
   const bool gru = op.mode == "GRU", lstm = op.mode == "LSTM";
   w.Line("@triton.jit(do_not_specialize=[\"w\", \"l0\"])");
   auto body = w.Open("def " + kname +
-                     "(S, WI, WH, BI, BH, H0, C, HN, w, l0, T: tl.constexpr, B: tl.constexpr, "
+                     "(S, WI, WH, BI, BH, H0, C, HN, GI, w, l0, T: tl.constexpr, B: tl.constexpr, "
                      "H: tl.constexpr, D: tl.constexpr, KX: tl.constexpr, KM: tl.constexpr, NB: tl.constexpr, "
                      "BB: tl.constexpr, BJ: tl.constexpr, BK: tl.constexpr):");
   w.Line("# " + op.mode + ", " + S(op.layers) + " layer(s), " + S(op.dirs) + " direction(s): BJ hidden units of one " +
@@ -193,8 +197,17 @@ void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool w
   w.Line("first = s == 0");
   for (int g = 0; g < G; ++g) w.Line(std::string("acc_") + GateName(op.mode, g) + " = tl.zeros([BB, BJ], tl.float32)");
   if (gru) w.Line("acc_hn = tl.zeros([BB, BJ], tl.float32)  # W_hn h: r scales it with its bias");
-  w.Line("wi = WI + (ld * " + S(G) + " * H + rj) * KM");
-  {
+  if (pre) {
+    // The layer's input projections (biases included) were computed for all
+    // steps before them: [T * B, D * G * H].
+    w.Line("girow = (td * B + rb) * (D * " + S(G) + " * H) + d * " + S(G) + " * H");
+    w.Line("mg = mb[:, None] & mj[None, :]");
+    for (int g = 0; g < G; ++g) {
+      w.Line(std::string("acc_") + GateName(op.mode, g) + " += tl.load(GI + girow[:, None] + " + S(g) +
+             " * H + rj[None, :], mask=mg, other=0.0)");
+    }
+  } else {
+    w.Line("wi = WI + (ld * " + S(G) + " * H + rj) * KM");
     auto loop = w.Open("for k0 in range(0, KM, BK):");
     w.Line("kk = k0 + rk");
     w.Line("xk = tl.load(S + xrow[:, None] + kk[None, :], mask=mb[:, None] & (kk[None, :] < kl), other=0.0)");
@@ -224,7 +237,10 @@ void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool w
     w.Line("brow = ld * " + S(G) + " * H + rj");
     for (int g = 0; g < G; ++g) {
       const std::string gs = S(g);
-      if (gru && g == 2) {
+      if (pre) {  // b_ih is in the precomputed projection
+        w.Line(std::string(gru && g == 2 ? "acc_hn" : "acc_" + std::string(GateName(op.mode, g))) + " += tl.load(BH + brow + " +
+               gs + " * H, mask=mj, other=0.0)[None, :]");
+      } else if (gru && g == 2) {
         w.Line("acc_n += tl.load(BI + brow + " + gs + " * H, mask=mj, other=0.0)[None, :]");
         w.Line("acc_hn += tl.load(BH + brow + " + gs + " * H, mask=mj, other=0.0)[None, :]");
       } else {
@@ -256,6 +272,35 @@ void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool w
   w.Line("orow = (((" + l64 + " + 1) * T + td) * B + rb) * KM + d * H");
   w.Line("tl.store(S + orow[:, None] + rj[None, :], h, mask=m)");
   w.Line("tl.store(HN + h0row[:, None] + rj[None, :], h, mask=m & (s == T - 1))  # the last step's state: h_n");
+}
+
+// A layer's input projections for every step, [T * B, D * G * H] = its input
+// (slot la of S, its first kl columns) times the layer's packed input
+// weights, plus b_ih: a tiled split-TF32 product.
+void EmitRnnProjection(const RnnOp& op, const std::string& name, bool wide, PyWriter* wp) {
+  PyWriter& w = *wp;
+  w.Line("@triton.jit(do_not_specialize=[\"la\"])");
+  auto body = w.Open("def " + name +
+                     "(S, WI, BI, GI, la, M: tl.constexpr, N: tl.constexpr, KX: tl.constexpr, KW: tl.constexpr, "
+                     "KM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):");
+  w.Line("# layer la's input projections for all steps and directions: [T * B, D * G * H]");
+  w.Line("rm = tl.program_id(0) * BM + tl.arange(0, BM)");
+  w.Line("rn = tl.program_id(1) * BN + tl.arange(0, BN)");
+  w.Line("rk = tl.arange(0, BK)");
+  w.Line("kl = tl.where(la == 0, KX, KW)");
+  w.Line(std::string("arow = (la") + (wide ? ".to(tl.int64)" : "") + " * M + rm) * KM");
+  w.Line("brow = (la * N + rn) * KM");
+  w.Line("acc = tl.zeros([BM, BN], tl.float32)");
+  {
+    auto loop = w.Open("for k0 in range(0, KM, BK):");
+    w.Line("kk = k0 + rk");
+    w.Line("a = tl.load(S + arow[:, None] + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < kl), other=0.0)");
+    w.Line("b = tl.load(WI + brow[None, :] + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < KM), other=0.0)");
+    w.Line("acc += tl.dot(a, b, input_precision=\"tf32x3\")");
+  }
+  if (op.bias) w.Line("acc += tl.load(BI + la * N + rn, mask=rn < N, other=0.0)[None, :]");
+  w.Line(std::string("tl.store(GI + rm") + (wide ? ".to(tl.int64)" : "") +
+         "[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))");
 }
 
 // The packer: the module's weights as [L, D, G*H, KM] (input, zero-padded
@@ -295,8 +340,15 @@ Status EmitRnn(const RnnOp& op, size_t k, const RnnSchedule& s, std::string* src
   const int64_t km = std::max(op.input, op.dirs * op.hidden);
   const int64_t nb = (op.batch + s.bb - 1) / s.bb;
   const bool wide = (op.layers + 1) * op.seq * op.batch * km >= (int64_t{1} << 31);
+  const bool pre = s.pre == 1 && !op.Wavefront();
+  const std::string projname = "_ax_rnn_proj" + ks;
   PyWriter w;
-  EmitRnnKernel(op, kname, km, wide, &w);
+  EmitRnnKernel(op, kname, km, wide, pre, &w);
+  if (pre) {
+    w.Line();
+    w.Line();
+    EmitRnnProjection(op, projname, wide, &w);
+  }
   PyWriter l;
   EmitRnnPack(op, pname, km, &l);
   l.Line();
@@ -324,7 +376,8 @@ Status EmitRnn(const RnnOp& op, size_t k, const RnnSchedule& s, std::string* src
              "  # updated in place: c_n");
     }
     l.Line("hn = torch.empty(" + state + ", device=x.device, dtype=torch.float32)");
-    const std::string args = "(seq, wi, wh, bi, bh, h0, " + std::string(lstm ? "c" : "hn") + ", hn, ";
+    const std::string args =
+        "(seq, wi, wh, bi, bh, h0, " + std::string(lstm ? "c" : "hn") + ", hn, " + (pre ? "gi, " : "hn, ");
     const std::string consts = ", T=" + T + ", B=" + B + ", H=" + H + ", D=" + D + ", KX=" + S(op.input) + ", KM=" +
                                S(km) + ", NB=" + S(nb) + ", BB=" + S(s.bb) + ", BJ=" + S(s.bj) + ", BK=" + S(s.bk) +
                                ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";
@@ -335,7 +388,16 @@ Status EmitRnn(const RnnOp& op, size_t k, const RnnSchedule& s, std::string* src
       l.Line(kname + "[grid]" + args + "w, 0" + consts);
     } else {
       l.Line("grid = (" + hblocks + ", " + D + ", " + S(nb) + ")");
+      const int64_t m = op.seq * op.batch, n = op.dirs * op.gates * op.hidden;
+      if (pre) {
+        l.Line("gi = torch.empty(" + S(m) + ", " + S(n) + ", device=x.device, dtype=torch.float32)");
+        l.Line("pgrid = (triton.cdiv(" + S(m) + ", 64), triton.cdiv(" + S(n) + ", 64))");
+      }
       auto layers = l.Open("for la in range(" + L + "):");
+      if (pre) {
+        l.Line(projname + "[pgrid](seq, wi, bi, gi, la, M=" + S(m) + ", N=" + S(n) + ", KX=" + S(op.input) +
+               ", KW=" + S(op.dirs * op.hidden) + ", KM=" + S(km) + ", BM=64, BN=64, BK=32, num_warps=4, num_stages=3)");
+      }
       auto steps = l.Open("for t in range(" + T + "):");
       l.Line(kname + "[grid]" + args + "t, la" + consts);
     }

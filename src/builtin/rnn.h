@@ -11,8 +11,11 @@
 // every layer l at once (layer l's input at step t is layer l - 1's output,
 // computed by the previous launch), so L layers over T steps take T + L - 1
 // launches instead of T * L. A bidirectional stack runs layer by layer, both
-// directions in one launch. The weights are packed once per weight version
-// into [layers, directions, gates * hidden, K] blocks (PackedWeightHelper).
+// directions in one launch; there, by default, a layer's input projections for
+// every step are one tiled product (`_ax_rnn_proj<k>`) before its steps, so
+// that a step computes only the hidden one. The weights are packed once per
+// weight version into [layers, directions, gates * hidden, K] blocks
+// (PackedWeightHelper).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +52,9 @@ struct RnnSchedule {
   int bb = 16;     // batch rows per program (at least 16: the products' M)
   int warps = 4;
   int stages = 2;  // software pipelining of the two projection loops
+  // Layer by layer (not a wavefront): each layer's input projections
+  // computed for all steps first (1), or inside every step (0).
+  int pre = 0;
   bool operator==(const RnnSchedule&) const = default;
   bool Valid() const;
   nlohmann::json ToJson() const;
@@ -61,7 +67,8 @@ struct RnnSchedule {
 // (proj_size 0) and no dropout between layers.
 bool ClassifyRnn(const Graph& g, const Node& n, RnnOp* out);
 
-// A first schedule from the sizes: BJ from the hidden size, BB from the batch.
+// A first schedule from the sizes: BJ from the hidden size, BB from the
+// batch; input projections precomputed where the stack runs layer by layer.
 RnnSchedule DefaultRnnSchedule(const RnnOp& op);
 
 // The Triton kernel `_ax_rnn_kernel<k>`, the weight packer `_ax_rnn_pack<k>`

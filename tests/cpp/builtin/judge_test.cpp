@@ -1364,11 +1364,17 @@ TEST_F(BuiltinJudge, RecurrentModulesRunAsKernelsPerStep) {
     EXPECT_EQ(forward.find(m), std::string::npos) << m << " is still a PyTorch call\n" << src;
   }
   EXPECT_NE(forward.find("_ax_rnn1(v_transpose, v_h0, v_c0, self.lstm)"), std::string::npos) << src;
+  // The bidirectional LSTM runs layer by layer, its input projections precomputed per layer.
+  EXPECT_EQ(resolved.rsched[1].pre, 1);
+  EXPECT_NE(src.find("_ax_rnn_proj1[pgrid](seq, wi, bi, gi, la,"), std::string::npos) << src;
+  EXPECT_EQ(src.find("_ax_rnn_proj0["), std::string::npos) << "a wavefront computes them per step\n" << src;
   Verdict v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
-  // Other blocks: several hidden blocks per module, a K loop of several blocks.
-  plan.rsched.assign(4, RnnSchedule{16, 16, 16, 1, 1});
+  // Other blocks: several hidden blocks per module, a K loop of several
+  // blocks, and the input projections inside every step.
+  plan.rsched.assign(4, RnnSchedule{16, 16, 16, 1, 1, 0});
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(src.find("_ax_rnn_proj"), std::string::npos) << src;
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   // Weights written in place are packed again.
