@@ -183,7 +183,7 @@ void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool w
   w.Line("active = (s >= 0) & (s < T)");
   w.Line("td = tl.where(d == 0, s, T - 1 - s)  # the time it computes");
   w.Line("tp = tl.where(d == 0, td - 1, td + 1)  # the time of the state it reads");
-  w.Line("kl = tl.where(l == 0, KX, D * H)  # its input's width");
+  if (!pre) w.Line("kl = tl.where(l == 0, KX, D * H)  # its input's width");
   w.Line("ld = l * D + d  # its row of the states");
   w.Line("rb = pb * BB + tl.arange(0, BB)");
   w.Line("rj = pj * BJ + tl.arange(0, BJ)");
@@ -191,7 +191,7 @@ void EmitRnnKernel(const RnnOp& op, const std::string& kname, int64_t km, bool w
   w.Line("mb = (rb < B) & active");
   w.Line("mj = rj < H");
   const std::string l64 = wide ? "l.to(tl.int64)" : "l";
-  w.Line("xrow = ((" + l64 + " * T + td) * B + rb) * KM  # the layer's input at td (slot l)");
+  if (!pre) w.Line("xrow = ((" + l64 + " * T + td) * B + rb) * KM  # the layer's input at td (slot l)");
   w.Line("hrow = (((" + l64 + " + 1) * T + tp) * B + rb) * KM + d * H  # its own output at tp (slot l + 1)");
   w.Line("h0row = (ld * B + rb) * H");
   w.Line("first = s == 0");

@@ -574,6 +574,7 @@ std::optional<KernelRef> KernelOfName(const FusedSchedule& s, const std::string&
   if (auto k = IndexAfter(name, "_ax_rnorm")) return launched(KernelKind::kRowNorm, *k);
   if (auto k = IndexAfter(name, "_ax_attn_kernel")) return launched(KernelKind::kAttention, *k);
   if (auto k = IndexAfter(name, "_ax_rnn_kernel")) return launched(KernelKind::kRecurrent, *k);
+  if (auto k = IndexAfter(name, "_ax_rnn_proj")) return launched(KernelKind::kRecurrent, *k);
   if (auto k = IndexAfter(name, "_ax_red")) {
     if (auto r = launched(KernelKind::kReduction, *k)) return r;
     return launched(KernelKind::kSiblings, *k);

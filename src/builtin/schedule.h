@@ -129,7 +129,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan);
 // `_ax_kernel<k>` (pointwise group k), `_ax_red<k>...` (reduction k, or the
 // sibling reductions led by k), `_ax_gemm_kernel<k>` (GEMM or convolution k),
 // `_ax_rnorm<k>...` (row norm k), `_ax_attn_kernel<k>` (attention k),
-// `_ax_rnn_kernel<k>` (recurrent module k). Other
+// `_ax_rnn_kernel<k>` and `_ax_rnn_proj<k>` (recurrent module k). Other
 // names (library kernels) are none.
 struct KernelRef {
   KernelKind kind = KernelKind::kPointwise;

@@ -222,6 +222,8 @@ TEST(GraphCapture, AGeneratedRecurrentModuleIsOfferedFirstAndGraphed) {
   ASSERT_TRUE(KernelOfName(fs, "_ax_rnn_kernel0").has_value());
   EXPECT_EQ(KernelOfName(fs, "_ax_rnn_kernel0")->kind, KernelKind::kRecurrent);
   EXPECT_FALSE(KernelOfName(fs, "_ax_rnn_kernel1").has_value());
+  ASSERT_TRUE(KernelOfName(fs, "_ax_rnn_proj0").has_value());  // a layer-by-layer stack's projections
+  EXPECT_EQ(KernelOfName(fs, "_ax_rnn_proj0")->index, 0u);
   RnnSchedule rs;
   ASSERT_TRUE(RnnSchedule::FromJson(fs.resolved.rsched.at(0).ToJson(), &rs).ok());
   EXPECT_EQ(rs, fs.resolved.rsched[0]);
