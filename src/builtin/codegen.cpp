@@ -443,7 +443,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     out << NanMinMaxHelpers();
   }
   if (plan.cuda_graph) out << CudaGraphHelper();
-  if (kernel_src.find("_ax_packed_weight(") != std::string::npos) out << PackedWeightHelper();
+  const bool packed = kernel_src.find("_ax_packed_weight(") != std::string::npos;
+  if (packed) out << PackedWeightHelper();
   out << kernel_src;
   std::string plist, args;  // ", a, b" after self; "a, b," as a tuple's items
   for (const auto& p : params) plist += ", " + p, args += p + ", ";
@@ -453,7 +454,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (params.size() > 1) args.resize(args.size() - 2);
     else if (params.size() == 1) args.pop_back();
     out << "    def forward(self" << plist << "):\n"
-        << "        return _ax_graphed(self, self._ax_forward, (" << args << "))\n\n"
+        << "        return _ax_graphed(self, self._ax_forward, (" << args << ")"
+        << (packed ? ", _ax_packs_stale" : "") << ")\n\n"
         << "    def _ax_forward(self" << plist << "):\n";
   } else {
     out << "    def forward(self" << plist << "):\n";

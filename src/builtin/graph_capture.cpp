@@ -41,7 +41,7 @@ def _ax_graph_capture(forward, args):
     return graph, static, out
 
 
-def _ax_graphed(module, forward, args):
+def _ax_graphed(module, forward, args, stale=None):
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if (not tensors or not all(t.is_cuda for t in tensors) or len({t.device for t in tensors}) != 1
             or torch.cuda.is_current_stream_capturing()):
@@ -52,7 +52,7 @@ def _ax_graphed(module, forward, args):
         entry = graphs.get(key)
     except TypeError:  # an argument that cannot be a key
         return forward(*args)
-    if entry is None:
+    if entry is None or (stale is not None and stale()):  # stale: what the graph read was rewritten
         with torch.cuda.device(tensors[0].device):
             entry = graphs[key] = _ax_graph_capture(forward, args)
     graph, static, out = entry

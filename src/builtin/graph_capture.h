@@ -14,14 +14,16 @@
 
 namespace ax::builtin {
 
-// The helper's source: `_ax_graphed(module, forward, args)` runs forward(*args)
+// The helper's source: `_ax_graphed(module, forward, args[, stale])` runs forward(*args)
 // from a CUDA graph captured on the first call with that input signature
 // (shapes, strides, dtypes, device and the non-tensor arguments), after two
 // warm-up calls (Triton's compilation and the libraries' workspaces happen
 // outside the capture). Inputs not all on one CUDA device, or a call made
 // while another capture is under way, run the forward as it is. A forward
 // that cannot be captured (a host synchronisation inside it) raises with the
-// capture's error.
+// capture's error. `stale()`, where given, says that data the graph read was
+// rewritten since (a packed weight whose weight was written in place): the
+// forward is captured again.
 const char* CudaGraphHelper();
 
 // The launches PyTorch makes for node n of g: none for views, shape

@@ -24,6 +24,16 @@ def _ax_packed_weight(weight, pack):
     return packed
 
 
+def _ax_packs_stale():
+    # a packed weight whose weights, still alive, were written in place since:
+    # a CUDA graph that read the packed copy must be captured again
+    for refs, versions, _ in _ax_packs.values():
+        ws = tuple(r() for r in refs)
+        if all(t is not None for t in ws) and tuple(t._version for t in ws) != versions:
+            return True
+    return False
+
+
 )PY";
 }
 

@@ -1221,7 +1221,8 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
 }
 // A tap-major convolution packs its weight once and keeps it across calls,
 // packing again after an in-place write, a loaded state dict or a new
-// parameter object.
+// parameter object; an in-place write makes the packs stale (what the graphed
+// plan captures again on) until they are packed again.
 TEST_F(BuiltinJudge, PackedWeightsFollowTheirWeights) {
   TaskRef t = Task("tests/corpus/builtin/convs.py");
   Graph g;
@@ -1231,6 +1232,12 @@ TEST_F(BuiltinJudge, PackedWeightsFollowTheirWeights) {
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   EXPECT_EQ(Occurrences(src, "b = _ax_packed_weight(weight, "), 3u) << src;
+  Plan graphed = plan;
+  graphed.cuda_graph = true;
+  std::string gsrc;
+  ASSERT_TRUE(Generate(g, t.source, graphed, &gsrc).ok());
+  EXPECT_NE(gsrc.find("return _ax_graphed(self, self._ax_forward, (v_x1, v_x2, v_x3, v_x4, v_x5), _ax_packs_stale)"), std::string::npos)
+      << gsrc;
   EXPECT_EQ(RunPyCheck(src, R"(import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
@@ -1247,10 +1254,13 @@ packed = {k: id(v[2]) for k, v in m._ax_packs.items()}
 if len(packed) != 3: print("packed", len(packed), "weights, not 3"); sys.exit(0)
 same(1, "a second call")
 if {k: id(v[2]) for k, v in m._ax_packs.items()} != packed: print("packed again without a change"); sys.exit(0)
+if m._ax_packs_stale(): print("stale without a write"); sys.exit(0)
 with torch.no_grad():
     for mod in (ref, new):
         for p in mod.parameters(): p.mul_(-0.5)
+if not m._ax_packs_stale(): print("an in-place write is not seen as stale"); sys.exit(0)
 same(2, "an in-place write")
+if m._ax_packs_stale(): print("still stale once packed again"); sys.exit(0)
 torch.manual_seed(5); other = m.Model(*m.get_init_inputs())
 ref.load_state_dict(other.state_dict()); new.load_state_dict(other.state_dict())
 same(3, "load_state_dict")
