@@ -888,12 +888,18 @@ TEST_F(BuiltinJudge, LongLayerNormsReadTheirWeightsOnce) {
 // Runs the generated ModelNew next to Model on one input in training mode
 // (CPU, Triton's interpreter) and compares the outputs and every buffer (the
 // running statistics a batch norm updates): "ok" or what differs.
-// Runs script (argv[1]: the candidate's file) under Triton's interpreter on
-// candidate src; "ok" when its output ends so, else what it printed.
+// Runs script under Triton's interpreter after a prelude that loads candidate
+// src as module m and builds ref = m.Model and new = m.ModelNew, both from
+// seed 0; "ok" when its output ends so, else what it printed.
 std::string RunPyCheck(const std::string& src, const std::string& script) {
   const std::string dir = MakeTempDir(fs::temp_directory_path().string(), "ax_check_");
   WriteFile(dir + "/cand.py", src);
-  WriteFile(dir + "/check.py", script);
+  WriteFile(dir + "/check.py", std::string(R"(import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
+torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
+)") + script);
   const std::string cmd = "TRITON_INTERPRET=1 " + Python() + " " + dir + "/check.py " + dir + "/cand.py 2>&1";
   std::string out;
   if (FILE* f = popen(cmd.c_str(), "r")) {
@@ -908,12 +914,7 @@ std::string RunPyCheck(const std::string& src, const std::string& script) {
 }
 
 std::string SameOutputsAndBuffers(const std::string& src) {
-  return RunPyCheck(src, R"(import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
-m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
-torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
-for step in range(2):
+  return RunPyCheck(src, R"(for step in range(2):
     torch.manual_seed(10 + step); xs = m.get_inputs()
     a, b = ref(*xs), new(*xs)
     if not torch.allclose(a, b, atol=1e-4, rtol=1e-4): print("outputs differ"); sys.exit(0)
@@ -1238,12 +1239,7 @@ TEST_F(BuiltinJudge, PackedWeightsFollowTheirWeights) {
   ASSERT_TRUE(Generate(g, t.source, graphed, &gsrc).ok());
   EXPECT_NE(gsrc.find("return _ax_graphed(self, self._ax_forward, (v_x1, v_x2, v_x3, v_x4, v_x5), _ax_packs_stale)"), std::string::npos)
       << gsrc;
-  EXPECT_EQ(RunPyCheck(src, R"(import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
-m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
-torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
-def flat(v):
+  EXPECT_EQ(RunPyCheck(src, R"(def flat(v):
     return [x for y in v for x in flat(y)] if isinstance(v, (tuple, list)) else [v]
 def same(step, what):
     torch.manual_seed(10 + step); xs = m.get_inputs()
@@ -1388,12 +1384,7 @@ TEST_F(BuiltinJudge, RecurrentModulesRunAsKernelsPerStep) {
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   // Weights written in place are packed again.
-  EXPECT_EQ(RunPyCheck(src, R"(import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("cand", sys.argv[1])
-m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-torch.manual_seed(0); ref = m.Model(*m.get_init_inputs())
-torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs())
-for step in range(2):
+  EXPECT_EQ(RunPyCheck(src, R"(for step in range(2):
     torch.manual_seed(10 + step); xs = m.get_inputs()
     for a, b in zip(ref(*xs), new(*xs)):
         if not torch.allclose(a, b, atol=1e-4, rtol=1e-4): print("outputs differ at call", step); sys.exit(0)
