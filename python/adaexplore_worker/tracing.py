@@ -153,7 +153,9 @@ def _module_info(mod):
                 continue
             info["attrs"][a] = _jsonable(v)
     if hasattr(mod, "bias") and not callable(getattr(mod, "bias")):
-        info["attrs"]["bias"] = getattr(mod, "bias") is not None
+        b = getattr(mod, "bias")
+        # Recurrent modules hold a flag; the others a parameter or None.
+        info["attrs"]["bias"] = b if isinstance(b, bool) else b is not None
     info["params"] = {n: {"shape": list(p.shape), "dtype": str(p.dtype)}
                       for n, p in mod.named_parameters(recurse=False)}
     info["buffers"] = {n: {"shape": list(b.shape), "dtype": str(b.dtype)}

@@ -133,3 +133,15 @@ def test_the_budget_counts_cells():
     assert recurrent.lower(lstm, torch.randn(512, 10, 8, device="meta"), None, lambda n: getattr(lstm, n)) is None
     bi = torch.nn.GRU(8, 8, num_layers=2, bidirectional=True, batch_first=True)
     assert recurrent.cell_nodes(bi, (3, 7, 8)) == 7 * 2 * 2 * 19
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_module_left_whole_reports_its_bias_flag_and_its_parameters(bias):
+    layers, steps = 2, recurrent.NODE_BUDGET  # over the budget: one call
+    model = torch.nn.Sequential(torch.nn.RNN(8, 16, layers, bias=bias, dropout=0.25, batch_first=True)).eval()
+    graph = tracing.trace(model, [torch.randn(2, steps, 8)])
+    (node,) = [n for n in graph["nodes"] if n["op"] == "call_module"]
+    attrs = node["module"]["attrs"]
+    assert attrs["bias"] is bias
+    assert attrs["num_layers"] == layers and attrs["dropout"] == 0.25 and attrs["batch_first"] is True
+    assert ("bias_ih_l0" in node["module"]["params"]) is bias
