@@ -16,7 +16,9 @@ namespace {
 const int kBlocks[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 const int kWarps[] = {1, 2, 4, 8, 16};
 
-std::string Describe(const Plan& p) {
+}  // namespace
+
+std::string DescribePlan(const Plan& p) {
   std::string s = p.singleton ? "one kernel per operator" : "maximal fusion";
   if (p.algebra) s += ", safe algebra (sums over a Linear's features from its summed weight, reductions over size-1 dimensions as elementwise work, chains of scalar arithmetic folded)";
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
@@ -37,8 +39,6 @@ std::string Describe(const Plan& p) {
   }
   return s;
 }
-
-}  // namespace
 
 BuiltinProposer::BuiltinProposer(Graph graph, std::string task_source)
     : graph_(std::move(graph)), task_source_(std::move(task_source)) {
@@ -247,10 +247,15 @@ int BuiltinProposer::Launches(const Plan& plan) const {
   return ForwardLaunches(g, Schedule(g, plan));
 }
 
+Status BuiltinProposer::Render(const Plan& plan, std::string* source, Plan* resolved, int* kernels) const {
+  if (!decline_.empty()) return Status::Error(StatusCode::kUnsupported, decline_);
+  return Generate(GraphFor(plan), task_source_, plan, source, kernels, resolved);
+}
+
 bool BuiltinProposer::TryPlan(const Plan& plan, Proposal* p, std::string* error) {
   std::string src;
   Plan resolved;
-  Status s = Generate(GraphFor(plan), task_source_, plan, &src, nullptr, &resolved);
+  Status s = Render(plan, &src, &resolved);
   if (!s.ok()) {
     *error = s.message();
     return false;
@@ -270,7 +275,7 @@ Proposal BuiltinProposer::Large(const std::string& why) {
   while (next_large_ < plans.size()) {
     const Plan& plan = plans[next_large_++];
     if (TryPlan(plan, &p, &error)) {
-      p.note = "builtin: " + why + "plan " + Describe(plan);
+      p.note = "builtin: " + why + "plan " + DescribePlan(plan);
       return p;
     }
   }
@@ -609,6 +614,14 @@ Proposal BuiltinProposer::Propose(const StepContext& ctx) {
 
 Status MakeBuiltinProposer(Judge* judge, const TaskRef& task, const JudgeOptions& opts,
                            std::unique_ptr<ax::search::Proposer>* out) {
+  std::unique_ptr<BuiltinProposer> p;
+  Status s = MakeBuiltinCompiler(judge, task, opts, &p);
+  if (s.ok()) *out = std::move(p);
+  return s;
+}
+
+Status MakeBuiltinCompiler(Judge* judge, const TaskRef& task, const JudgeOptions& opts,
+                           std::unique_ptr<BuiltinProposer>* out) {
   nlohmann::json j;
   Status s = judge->Trace(task, opts, &j);
   if (!s.ok()) {

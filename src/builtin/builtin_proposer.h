@@ -43,6 +43,12 @@ class BuiltinProposer : public ax::search::Proposer {
   const Graph& GraphFor(const Plan& plan) const;
   // The kernel launches one call of plan's forward makes (graph_capture.h).
   int Launches(const Plan& plan) const;
+  // plan's source, generated from GraphFor(plan), with *resolved the plan as
+  // its marker records it (every schedule filled in). Unlike a proposal it
+  // may repeat a source; for `adaexplore compile` and tests.
+  Status Render(const Plan& plan, std::string* source, Plan* resolved, int* kernels = nullptr) const;
+  // Why every proposal declines (empty: the task traced).
+  const std::string& DeclineReason() const { return decline_; }
 
  private:
   BuiltinProposer() = default;
@@ -76,10 +82,17 @@ class BuiltinProposer : public ax::search::Proposer {
   int groups_ = 0;                    // kernels under the maximal plan
 };
 
+// A plan in words ("maximal fusion, convolutions as Triton implicit GEMMs ...").
+std::string DescribePlan(const Plan& p);
+
 // Traces task on the judge and builds a proposer for it; a task that cannot
 // be traced gives a declining proposer (not an error). Errors are the judge's
 // own (the worker could not start, the task does not load).
 Status MakeBuiltinProposer(Judge* judge, const TaskRef& task, const JudgeOptions& opts,
                            std::unique_ptr<ax::search::Proposer>* out);
+// The same, typed: a task that cannot be traced gives a proposer whose
+// DeclineReason() says why.
+Status MakeBuiltinCompiler(Judge* judge, const TaskRef& task, const JudgeOptions& opts,
+                           std::unique_ptr<BuiltinProposer>* out);
 
 }  // namespace ax::builtin

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/cli_support.h"
+#include "cli/compile_cmd.h"
 #include "cli/eval_cmd.h"
 #include "cli/judge_flags.h"
 #include "cli/memory_cmd.h"
@@ -104,6 +105,9 @@ int Main(int argc, char** argv) {
   tasks->add_option("--tolerance", tasks_tol, "tolerance used for the all-zero degeneracy check");
   tasks->add_flag("--json", tasks_json, "one JSON object per task");
 
+  ax::cli::CompileFlags compile_flags;
+  CLI::App* compile_cmd = nullptr;
+  ax::cli::RegisterCompileCommand(app, &compile_flags, &compile_cmd);
   ax::cli::ReportFlags report_flags;
   CLI::App* report_cmd = nullptr;
   ax::cli::RegisterReportCommand(app, &report_flags, &report_cmd);
@@ -125,6 +129,7 @@ int Main(int argc, char** argv) {
     return code == 0 ? 0 : kExitBadInput;
   }
 
+  if (*compile_cmd) return ax::cli::RunCompileCommand(compile_flags);
   if (*report_cmd) return ax::cli::RunReportCommand(report_flags);
   if (*memory_cmd) return ax::cli::RunMemoryCommand(memory_flags);
   if (*synth_cmd) return ax::cli::RunSynthCommand(synth_flags);
