@@ -71,8 +71,7 @@ def grid_plans(base, grid, cout):
     n_cap = max(16, 1 << max(0, math.ceil(math.log2(max(1, cout)))))
     plans = []
     for bm, bn, bk, (warps, stages) in itertools.product(bms, bns, bks, ws):
-        if bn > max(32, n_cap):
-            continue
+        bn = min(bn, n_cap)  # no wider than the output channels (rounded up to a power of two)
         p = json.loads(json.dumps(base))
         p["gemm"] = [[bm, bn, bk, 8, warps, stages] for _ in base.get("gemm", [[0]])]
         if p not in plans:

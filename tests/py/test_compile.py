@@ -66,3 +66,27 @@ def test_bad_plans_and_untraceable_tasks_say_why(run_cli, tmp_path):
         "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\ndef get_init_inputs():\n    return []\n")
     rc, stdout, err = run_cli("compile", task, "--device", "cpu")
     assert rc == 1 and "cannot trace" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_bench_conv_tiles_generates_its_grid_through_compile(binary, worker_python, tmp_path, monkeypatch):
+    """bench/conv_tiles.py's CPU half: the conv plan found, each grid configuration given to its
+    convolutions and generated (the GPU half times them)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conv_tiles", ROOT / "bench" / "conv_tiles.py")
+    ct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ct)
+    monkeypatch.setenv("ADAEXPLORE_PYTHON", worker_python)
+    rows, _ = ct.compile_json(str(binary), str(CONV_TASK), "cpu")
+    base = [r for r in rows if r["plan"].get("conv") and not r["plan"].get("conv_native")][0]["plan"]
+    plans = ct.grid_plans(base, "small", cout=8)
+    # BN no wider than the 4 output channels allow (16, the smallest tile); every configuration distinct.
+    assert plans and all(p["gemm"][0][1] == 16 for p in plans)
+    assert len({json.dumps(p, sort_keys=True) for p in plans}) == len(plans)
+    out = tmp_path / "grid"
+    generated, _ = ct.compile_json(str(binary), str(CONV_TASK), "cpu", plans[:3], str(out))
+    assert [r["index"] for r in generated] == [0, 1, 2]
+    for r, p in zip(generated, plans):
+        bm, bn, bk, gm, warps, stages = p["gemm"][0]
+        src = (out / ("plan_%02d.py" % r["index"])).read_text()
+        assert "BM=%d, BN=%d, BK=%d, GROUP_M=%d, num_warps=%d, num_stages=%d" % (bm, bn, bk, gm, warps, stages) in src
