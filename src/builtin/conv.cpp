@@ -174,6 +174,44 @@ void EmitRows(const ConvGeometry& c, const Phasing& ph, PyWriter* w) {
   w->Line("orow = " + orow);
 }
 
+// Whether every tap of every output position reads inside the input along
+// dimension d (no padding reached), so that the kernel needs no bounds
+// masks there: forward p = o * s - pad + k * dil, stride-1 transposed
+// p = o + pad - k * dil. A phased dimension keeps its masks.
+bool InBounds(const ConvGeometry& c, const Phasing& ph, int d) {
+  if (ph.on[d]) return false;
+  const int64_t reach = (c.kernel[d] - 1) * c.dilation[d];
+  if (c.transposed) return c.padding[d] - reach >= 0 && c.out[d] - 1 + c.padding[d] < c.in[d];
+  return c.padding[d] == 0 && (c.out[d] - 1) * c.stride[d] + reach < c.in[d];
+}
+
+bool AllInBounds(const ConvGeometry& c, const Phasing& ph) {
+  if (ph.Any()) return false;
+  for (int d = 0; d < c.dims; ++d) {
+    if (!InBounds(c, ph, d)) return false;
+  }
+  return true;
+}
+
+// With every dimension in bounds, an input offset splits into a part of the
+// output position (rows: o * s - pad, or o + pad transposed) and a part of
+// the tap (columns: k * dil, or -k * dil transposed), each over the input's
+// spatial strides; `part` is "row" or "tap".
+std::string SplitOffset(const ConvGeometry& c, const std::string& part) {
+  std::string e;
+  for (int d = 0; d < c.dims; ++d) {
+    const std::string sd = S(d);
+    std::string t;
+    if (part == "row") {
+      t = c.transposed ? "(o" + sd + " + " + S(c.padding[d]) + ")" : "o" + sd + " * " + S(c.stride[d]);
+    } else {
+      t = std::string(c.transposed ? "-" : "") + "k" + sd + " * " + S(c.dilation[d]);
+    }
+    e = d == 0 ? t : "(" + e + ") * " + S(c.in[d]) + " + " + t;
+  }
+  return e;
+}
+
 // The main loop over k = (input channel, tap) flattened: a tile of k mixes
 // channels and taps, so a small number of input channels still fills BK.
 // The input is read in its own (channels-first) layout. Phased (Phasing), k
@@ -189,6 +227,29 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
   }
   const std::string kg = ph.Any() ? "kgp" : "KG";
   if (ph.Any()) w->Line("kgp = " + S(cin_g) + " * ntaps");
+  if (AllInBounds(c, ph)) {
+    // No tap leaves the input: the offset is a row part (hoisted) plus a
+    // column part, and only the columns past K are masked (rows past M
+    // wrapped around to valid ones).
+    w->Line("# every tap inside the input: offsets split into rows and columns, no bounds masks");
+    w->Line("x_row = x_row + " + SplitOffset(c, "row"));
+    auto loop = w->Open("for kk in range(0, tl.cdiv(KG, BK)):");
+    w->Line("kidx = kk * BK + rk");
+    w->Line("kval = kidx < KG");
+    w->Line("kidx = tl.where(kval, kidx, 0)");
+    w->Line("ci = kidx // " + S(KS));
+    w->Line("r = kidx % " + S(KS));
+    EmitTapSplit(c, "r", w);
+    w->Line("a_col = ci * " + S(IS) + " + " + SplitOffset(c, "tap"));
+    w->Line("at = tl.load(x_row[:, None] + a_col[None, :], mask=kval[None, :], other=0.0)");
+    if (c.transposed) {
+      w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + r)[:, None], mask=kval[:, None], other=0.0)");
+    } else {
+      w->Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
+    }
+    w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+    return;
+  }
   {
     auto loop = w->Open(ph.Any() ? "for kk in range(0, KT):" : "for kk in range(0, tl.cdiv(KG, BK)):");
     w->Line("kidx = kk * BK + rk");
@@ -250,6 +311,27 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   w->Line("x_img = a + nb.to(tl.int64) * " + S(IS * c.cin) + " + grp * " + S(native ? cin_g * IS : cin_g));
   w->Line("w_grp = b + grp * " + S(KS * cin_g * ng));
   w->Line("nmask = (rn < NG)[None, :]");
+  const std::string kmask = ragged ? " & (cols < " + S(cin_g) + ")[None, :]" : "";
+  const std::string kmask_b = ragged ? " & (cols < " + S(cin_g) + ")[:, None]" : "";
+  const std::string col = native ? "cols[None, :] * " + S(IS) : "cols[None, :]";
+  const std::string pitch = native ? "" : " * " + S(c.cin);  // an input position's stride
+  if (AllInBounds(c, ph)) {
+    // No tap leaves the input: a row's position is hoisted, a tap adds one
+    // scalar offset, and only ragged channel blocks are masked.
+    w->Line("# every tap inside the input: a tap is a scalar offset, no bounds masks");
+    w->Line("x_pos = x_img + (" + SplitOffset(c, "row") + ")" + pitch);
+    auto loop = w->Open("for kk in range(0, " + S(KS * cb) + "):");
+    w->Line("tap = kk // " + S(cb));
+    w->Line("cols = (kk % " + S(cb) + ") * BK + rk");
+    EmitTapSplit(c, "tap", w);
+    w->Line("toff = (" + SplitOffset(c, "tap") + ")" + pitch);
+    w->Line("at = tl.load(x_pos[:, None] + toff + " + col +
+            (ragged ? ", mask=(cols < " + S(cin_g) + ")[None, :], other=0.0)" : ")"));
+    w->Line("bt = tl.load(w_grp + (tap * " + S(cin_g) + " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b +
+            ", other=0.0)");
+    w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
+    return;
+  }
   auto loop = w->Open("for kk in range(0, " + (ph.Any() ? std::string("KT") : S(KS * cb)) + "):");
   w->Line("tap = kk // " + S(cb));
   w->Line("cols = (kk % " + S(cb) + ") * BK + rk");
@@ -277,9 +359,6 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   std::string pos = "p0";
   for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
   w->Line(native ? "row = tl.where(rv, " + pos + ", 0)" : "row = tl.where(rv, (" + pos + ") * " + S(c.cin) + ", 0)");
-  const std::string kmask = ragged ? " & (cols < " + S(cin_g) + ")[None, :]" : "";
-  const std::string kmask_b = ragged ? " & (cols < " + S(cin_g) + ")[:, None]" : "";
-  const std::string col = native ? "cols[None, :] * " + S(IS) : "cols[None, :]";
   w->Line("at = tl.load(x_img[:, None] + row[:, None] + " + col + ", mask=rv[:, None]" + kmask + ", other=0.0)");
   w->Line("bt = tl.load(w_grp + (" + std::string(ph.Any() ? "wtap" : "tap") + " * " + S(cin_g) +
           " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b + ", other=0.0)");

@@ -687,6 +687,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
                           "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
                           "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
+                          "tests/corpus/builtin/valid_convs.py",
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
                           "tests/corpus/builtin/recurrent_modules.py"}) {
     TaskRef t = Task(rel);
@@ -1219,6 +1220,33 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/convs.py", 1);
+}
+// Convolutions whose taps stay inside their input split each input offset
+// into a row part and a tap part and need no bounds masks (both loops,
+// transposed at stride 1, ragged channel blocks); a padded one keeps them.
+TEST_F(BuiltinJudge, ConvolutionsInsideTheirInputsNeedNoMasks) {
+  TaskRef t = Task("tests/corpus/builtin/valid_convs.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  ASSERT_EQ(FormGemms(g, plan).size(), 8u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "offsets split into rows and columns, no bounds masks"), 4u) << src;
+  EXPECT_EQ(Occurrences(src, "a tap is a scalar offset, no bounds masks"), 3u) << src;
+  EXPECT_EQ(Occurrences(src, "rv = rv & (p1 >= 0)"), 1u) << "the padded one keeps its masks\n" << src;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  // Tiles that leave ragged edges along M, N and K.
+  plan.gsched.assign(8, GemmSchedule{32, 16, 8, 1, 4, 2});
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  plan.conv_native = true;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
 }
 // A tap-major convolution packs its weight once and keeps it across calls,
 // packing again after an in-place write, a loaded state dict or a new
