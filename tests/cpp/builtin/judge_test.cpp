@@ -130,6 +130,21 @@ class BuiltinJudge : public ::testing::Test {
     return r.verdict;
   }
   // Every large-step plan (and one small step from the first) must pass the judge.
+  // src correct; then plan with every convolution on a small tile (ragged
+  // edges along M, N and K), then also reading its inputs in place: each
+  // correct.
+  static void ConvVariantsPass(const TaskRef& t, const Graph& g, Plan plan, size_t convs, const std::string& src) {
+    Verdict v = Run(t, src);
+    EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+    plan.gsched.assign(convs, GemmSchedule{32, 16, 8, 1, 4, 2});
+    for (bool native : {false, true}) {
+      plan.conv_native = native;
+      std::string other;
+      ASSERT_TRUE(Generate(g, t.source, plan, &other).ok());
+      v = Run(t, other);
+      EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << other;
+    }
+  }
   static void AllPlansPass(const std::string& rel, size_t min_kernels) {
     TaskRef t = Task(rel);
     std::unique_ptr<search::Proposer> prop;
@@ -1236,17 +1251,7 @@ TEST_F(BuiltinJudge, ConvolutionsInsideTheirInputsNeedNoMasks) {
   EXPECT_EQ(Occurrences(src, "offsets split into rows and columns, no bounds masks"), 4u) << src;
   EXPECT_EQ(Occurrences(src, "a tap is a scalar offset, no bounds masks"), 3u) << src;
   EXPECT_EQ(Occurrences(src, "rv = rv & (p1 >= 0)"), 1u) << "the padded one keeps its masks\n" << src;
-  Verdict v = Run(t, src);
-  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
-  // Tiles that leave ragged edges along M, N and K.
-  plan.gsched.assign(8, GemmSchedule{32, 16, 8, 1, 4, 2});
-  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  v = Run(t, src);
-  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
-  plan.conv_native = true;
-  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  v = Run(t, src);
-  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  ConvVariantsPass(t, g, plan, 8, src);
 }
 // A tap-major convolution packs its weight once and keeps it across calls,
 // packing again after an in-place write, a loaded state dict or a new
@@ -1348,16 +1353,7 @@ TEST_F(BuiltinJudge, TransposedConvolutionsRunByPhase) {
   // f: stride 2 and dilation 2 along the rows: odd residues (e + pad odd) have no tap, even ones all
   // three; stride 3 and dilation 2 along the columns: one tap per residue, k = 2, 1, 0.
   EXPECT_NE(src.find("(0, 0, 1, 0, 2, -1, 3, 1, 1), (0, 0, 1, 1, 1, 0, 3, 1, 1), (0, 0, 1, 2, 0, 1, 3, 1, 1), (1, 0, 0, 0, 2, -1, 0, 1, 0)"), std::string::npos) << src;
-  Verdict v = Run(t, src);
-  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
-  plan.gsched.assign(6, GemmSchedule{32, 16, 8, 1, 4, 2});
-  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  v = Run(t, src);
-  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
-  plan.conv_native = true;
-  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  v = Run(t, src);
-  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  ConvVariantsPass(t, g, plan, 6, src);
 }
 
 // scaled_dot_product_attention as one flash-style kernel per call: causal
