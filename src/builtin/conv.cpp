@@ -227,28 +227,13 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
   }
   const std::string kg = ph.Any() ? "kgp" : "KG";
   if (ph.Any()) w->Line("kgp = " + S(cin_g) + " * ntaps");
-  if (AllInBounds(c, ph)) {
-    // No tap leaves the input: the offset is a row part (hoisted) plus a
-    // column part, and only the columns past K are masked (rows past M
-    // wrapped around to valid ones).
+  // No tap leaves the input: the offset is a row part (hoisted) plus a tap
+  // part, and only the columns past K are masked (rows past M wrapped around
+  // to valid ones).
+  const bool inside = AllInBounds(c, ph);
+  if (inside) {
     w->Line("# every tap inside the input: offsets split into rows and columns, no bounds masks");
     w->Line("x_row = x_row + " + SplitOffset(c, "row"));
-    auto loop = w->Open("for kk in range(0, tl.cdiv(KG, BK)):");
-    w->Line("kidx = kk * BK + rk");
-    w->Line("kval = kidx < KG");
-    w->Line("kidx = tl.where(kval, kidx, 0)");
-    w->Line("ci = kidx // " + S(KS));
-    w->Line("r = kidx % " + S(KS));
-    EmitTapSplit(c, "r", w);
-    w->Line("a_col = ci * " + S(IS) + " + " + SplitOffset(c, "tap"));
-    w->Line("at = tl.load(x_row[:, None] + a_col[None, :], mask=kval[None, :], other=0.0)");
-    if (c.transposed) {
-      w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + r)[:, None], mask=kval[:, None], other=0.0)");
-    } else {
-      w->Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
-    }
-    w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
-    return;
   }
   {
     auto loop = w->Open(ph.Any() ? "for kk in range(0, KT):" : "for kk in range(0, tl.cdiv(KG, BK)):");
@@ -264,8 +249,13 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
       w->Line("r = kidx % " + S(KS));
       EmitTapSplit(c, "r", w);
     }
-    w->Line("valid = (rm < M)[:, None] & kval[None, :]");
-    for (int d = 0; d < D; ++d) {
+    if (inside) {
+      w->Line("a_col = ci * " + S(IS) + " + " + SplitOffset(c, "tap"));
+      w->Line("at = tl.load(x_row[:, None] + a_col[None, :], mask=kval[None, :], other=0.0)");
+    } else {
+      w->Line("valid = (rm < M)[:, None] & kval[None, :]");
+    }
+    for (int d = 0; d < D && !inside; ++d) {
       const std::string sd = S(d);
       if (ph.on[d]) {
         w->Line("p" + sd + " = y" + sd + "[:, None] + (" + PhasedInputOffset(ph, d, "j" + sd) + ")[None, :]");
@@ -281,10 +271,12 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
         w->Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
       }
     }
-    std::string pos = "p0";
-    for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
-    w->Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
-    w->Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
+    if (!inside) {
+      std::string pos = "p0";
+      for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
+      w->Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
+      w->Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
+    }
     const std::string tap = ph.Any() ? "wtap" : "r";
     if (c.transposed) {
       w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + " + tap + ")[:, None], mask=kval[:, None], other=0.0)");
@@ -315,22 +307,12 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   const std::string kmask_b = ragged ? " & (cols < " + S(cin_g) + ")[:, None]" : "";
   const std::string col = native ? "cols[None, :] * " + S(IS) : "cols[None, :]";
   const std::string pitch = native ? "" : " * " + S(c.cin);  // an input position's stride
-  if (AllInBounds(c, ph)) {
-    // No tap leaves the input: a row's position is hoisted, a tap adds one
-    // scalar offset, and only ragged channel blocks are masked.
+  // No tap leaves the input: a row's position is hoisted, a tap adds one
+  // scalar offset, and only ragged channel blocks are masked.
+  const bool inside = AllInBounds(c, ph);
+  if (inside) {
     w->Line("# every tap inside the input: a tap is a scalar offset, no bounds masks");
     w->Line("x_pos = x_img + (" + SplitOffset(c, "row") + ")" + pitch);
-    auto loop = w->Open("for kk in range(0, " + S(KS * cb) + "):");
-    w->Line("tap = kk // " + S(cb));
-    w->Line("cols = (kk % " + S(cb) + ") * BK + rk");
-    EmitTapSplit(c, "tap", w);
-    w->Line("toff = (" + SplitOffset(c, "tap") + ")" + pitch);
-    w->Line("at = tl.load(x_pos[:, None] + toff + " + col +
-            (ragged ? ", mask=(cols < " + S(cin_g) + ")[None, :], other=0.0)" : ")"));
-    w->Line("bt = tl.load(w_grp + (tap * " + S(cin_g) + " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b +
-            ", other=0.0)");
-    w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
-    return;
   }
   auto loop = w->Open("for kk in range(0, " + (ph.Any() ? std::string("KT") : S(KS * cb)) + "):");
   w->Line("tap = kk // " + S(cb));
@@ -340,8 +322,14 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   } else {
     EmitTapSplit(c, "tap", w);
   }
-  w->Line("rv = rm < M");
-  for (int d = 0; d < D; ++d) {
+  if (inside) {
+    w->Line("toff = (" + SplitOffset(c, "tap") + ")" + pitch);
+    w->Line("at = tl.load(x_pos[:, None] + toff + " + col +
+            (ragged ? ", mask=(cols < " + S(cin_g) + ")[None, :], other=0.0)" : ")"));
+  } else {
+    w->Line("rv = rm < M");
+  }
+  for (int d = 0; d < D && !inside; ++d) {
     const std::string sd = S(d);
     if (ph.on[d]) {
       w->Line("p" + sd + " = y" + sd + " + " + PhasedInputOffset(ph, d, "j" + sd));
@@ -356,10 +344,12 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
       w->Line("rv = rv & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
     }
   }
-  std::string pos = "p0";
-  for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
-  w->Line(native ? "row = tl.where(rv, " + pos + ", 0)" : "row = tl.where(rv, (" + pos + ") * " + S(c.cin) + ", 0)");
-  w->Line("at = tl.load(x_img[:, None] + row[:, None] + " + col + ", mask=rv[:, None]" + kmask + ", other=0.0)");
+  if (!inside) {
+    std::string pos = "p0";
+    for (int d = 1; d < D; ++d) pos = "(" + pos + ") * " + S(c.in[d]) + " + p" + S(d);
+    w->Line(native ? "row = tl.where(rv, " + pos + ", 0)" : "row = tl.where(rv, (" + pos + ")" + pitch + ", 0)");
+    w->Line("at = tl.load(x_img[:, None] + row[:, None] + " + col + ", mask=rv[:, None]" + kmask + ", other=0.0)");
+  }
   w->Line("bt = tl.load(w_grp + (" + std::string(ph.Any() ? "wtap" : "tap") + " * " + S(cin_g) +
           " + cols)[:, None] * NG + rn[None, :], mask=nmask" + kmask_b + ", other=0.0)");
   w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
