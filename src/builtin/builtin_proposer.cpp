@@ -22,6 +22,7 @@ std::string DescribePlan(const Plan& p) {
   if (p.gemm) s += ", Linear layers as Triton GEMMs (split-TF32) with their epilogues";
   if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
   if (p.conv && p.conv_native) s += ", their inputs read in place (no channels-last copy)";
+  if (p.gemm_reduce) s += ", reductions over their output columns or channels computed in their kernels";
   if (p.attention) s += ", attention as flash-style Triton kernels (split-TF32, online softmax)";
   if (p.recurrent) s += ", recurrent modules as Triton kernels launched per step (gate products and cell update fused)";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
@@ -79,7 +80,13 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   if (!FormGemms(graph_, with_gemm).empty()) {
     // Matrix products in Triton with the elementwise work after them fused in
     // (first: on tasks with a Linear it is the largest change), alone and with
-    // the structural options below.
+    // the structural options below; a reduction over its columns in its
+    // kernel first, where one applies (the output is then never written).
+    if (CountColumnReductions(graph_, with_gemm) > 0) {
+      Plan p = with_gemm;
+      p.gemm_reduce = true;
+      plans.push_back(p);
+    }
     plans.push_back(with_gemm);
     if (CountReducePrologues(graph_, with_gemm) > 0) {
       Plan p = with_gemm;
@@ -106,7 +113,16 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     convs = convs || op.IsConv();
     tap_major = tap_major || (op.IsConv() && ConvTapMajor(op));
   }
-  if (convs) plans.push_back(with_conv);
+  if (convs) {
+    // with the reductions over their channels in their kernels first, where
+    // one applies
+    if (CountColumnReductions(graph_, with_conv) > 0) {
+      Plan p = with_conv;
+      p.gemm_reduce = true;
+      plans.push_back(p);
+    }
+    plans.push_back(with_conv);
+  }
   // The other layout of the tap-major convolutions' input, as a large step.
   if (tap_major) {
     Plan native = with_conv;

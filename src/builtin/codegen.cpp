@@ -171,7 +171,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       case KernelKind::kGemm:
       case KernelKind::kConvolution:
         st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
-                      fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src);
+                      fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src,
+                      fk.column ? &reds[*fk.column].second : nullptr);
         break;
       case KernelKind::kAttention:
         st = EmitAttention(s.attns[k].second, k, written.asched[k], &kernel_src);
@@ -260,7 +261,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         // the GEMM it reads runs it as its epilogue, launched here
         const size_t gk = ge->second;
         const Node& lin = g.nodes[gemms[gk].first];
-        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        if (auto c = s.column_of.find(gk); c != s.column_of.end()) {
+          body << Var(g.nodes[reds[c->second].first].name);  // the reduction's value, computed there too
+        } else {
+          for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        }
         body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << GemmSecond(gemms[gk].second);
         for (const auto& in : grp.inputs) {
           if (in != lin.name) body << ", " << Var(in);
@@ -344,7 +349,12 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const GemmOp& op = gemms[it->second].second;
-      body << v << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << GemmSecond(op) << ")";
+      if (auto c = s.column_of.find(it->second); c != s.column_of.end()) {
+        body << Var(g.nodes[reds[c->second].first].name);  // only the reduction over its columns is stored
+      } else {
+        body << v;
+      }
+      body << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << GemmSecond(op) << ")";
       end_statement();
       continue;
     }
@@ -359,6 +369,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && epi_of.count(it->second)) {
       continue;  // computed inside the kernel of the group that reads it
+    }
+    if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && s.gemm_of_column.count(it->second)) {
+      continue;  // computed by the GEMM or convolution it reduces
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && follower.count(it->second)) {
       continue;  // computed with its sibling reductions, at the first of them

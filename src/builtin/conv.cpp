@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "builtin/ewgen.h"
+#include "builtin/gemm_reduce.h"
 #include "builtin/reduce.h"
 
 namespace ax::builtin {
@@ -358,8 +359,11 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
 }  // namespace
 
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src) {
+                const Group* epi, std::string* src, const RedOp* column) {
   if (!s.Valid()) return Status::Error("a convolution schedule out of range");
+  if (column && (!ReducesColumns(*column, op) || s.bn < op.N)) {
+    return Status::Error("a channel reduction that one tile of the convolution does not hold");
+  }
   const ConvGeometry& c = op.conv;
   size_t self = 0;
   if (epi) {
@@ -383,7 +387,9 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   } else {
     outputs.push_back("out0");
   }
+  if (column) outputs = {"out0"};
   for (const auto& o : outputs) params.push_back(o);
+  const std::vector<int64_t>& out_shape = column ? column->out_shape : op.out_shape;
 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
   const std::string cls = std::string(c.transposed ? "ConvTranspose" : "Conv") + std::to_string(D) + "d";
@@ -424,6 +430,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       what += "; epilogue:";
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : " ") + epi->ops.at(epi->nodes[j]).fn;
     }
+    if (column) what += "; then " + column->kind + " over the output channels";
     w.Line(what);
     w.Line("pid = tl.program_id(0)");
     w.Line("grp = tl.program_id(1)");
@@ -450,7 +457,13 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     w.Line(std::string("mask = (rm[:, None] < M) & (rn[None, :] < NG)") + (ph.Any() ? " & orow[:, None]" : ""));
     w.Line(std::string("offs = (nb") + (wide ? ".to(tl.int64)" : "") + "[:, None] * " + S(c.cout) +
            " + co[None, :]) * " + S(OS) + " + sp[:, None]");
-    Status st = EmitAccumulatorStore(g, epi, self, &w);
+    ColumnStore cs;
+    if (column) {
+      // one value per (batch, output position)
+      cs = {column, std::string("nb") + (wide ? ".to(tl.int64)" : "") + " * " + S(OS) + " + sp",
+            std::string("(rm < M)") + (ph.Any() ? " & orow" : ""), "(rn < NG)[None, :]", "output channels"};
+    }
+    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr);
     if (!st.ok()) return st;
   }
 
@@ -485,7 +498,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       }
     }
     for (const auto& o : outputs) {
-      l.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
+      l.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
     }
     l.Line("grid = (triton.cdiv(" + S(rows) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +
            S(c.groups) + ")");

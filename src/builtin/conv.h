@@ -45,8 +45,8 @@ bool ConvTapMajor(const GemmOp& op);
 
 // The Triton kernel and the launcher `_ax_gemm<k>(x, weight, bias[, the
 // epilogue's other inputs])` for convolution op (bias None: none), as
-// EmitGemm describes.
+// EmitGemm describes (a column reduction reduces the output channels).
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,
-                const Group* epilogue, std::string* src);
+                const Group* epilogue, std::string* src, const RedOp* column = nullptr);
 
 }  // namespace ax::builtin

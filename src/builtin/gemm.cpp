@@ -3,6 +3,7 @@
 
 #include "builtin/conv.h"
 #include "builtin/ewgen.h"
+#include "builtin/gemm_reduce.h"
 #include "builtin/reduce.h"
 
 namespace ax::builtin {
@@ -66,9 +67,13 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
-Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w) {
+Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column) {
   if (!epi) {
-    w->Line("tl.store(out0 + offs, acc, mask=mask)");
+    if (column) {
+      EmitColumnReduction(*column, column->op->geo.R, "acc", w);
+    } else {
+      w->Line("tl.store(out0 + offs, acc, mask=mask)");
+    }
     return Status::Ok();
   }
   std::map<std::string, std::string> names;
@@ -84,6 +89,11 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
   }
   Status st = RenderGroupOps(g, *epi, w, &names);
   if (!st.ok()) return st;
+  if (column) {
+    if (epi->outputs.size() != 1) return Status::Error("a column reduction after an epilogue of several outputs");
+    EmitColumnReduction(*column, column->op->geo.R, names.at(epi->outputs[0]), w);
+    return Status::Ok();
+  }
   for (size_t i = 0; i < epi->outputs.size(); ++i) {
     w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
   }
@@ -91,9 +101,12 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
 }
 
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src) {
-  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src);
+                const Group* epi, std::string* src, const RedOp* column) {
+  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column);
   if (!s.Valid()) return Status::Error("a GEMM schedule out of range");
+  if (column && (!ReducesColumns(*column, op) || s.bn < op.N)) {
+    return Status::Error("a column reduction that one tile of the GEMM does not hold");
+  }
   size_t self = 0;  // the epilogue's input that is C
   if (epi) {
     auto pos = std::find(epi->inputs.begin(), epi->inputs.end(), linear.name);
@@ -113,7 +126,9 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   } else {
     outputs.push_back("out0");
   }
+  if (column) outputs = {"out0"};
   for (const auto& o : outputs) params.push_back(o);
+  const std::vector<int64_t>& out_shape = column ? column->out_shape : op.out_shape;
 
   PyWriter w;
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
@@ -132,6 +147,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
       what += "; epilogue: ";
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : "") + epi->ops.at(epi->nodes[j]).fn;
     }
+    if (column) what += "; then " + column->kind + " over the columns";
     w.Line(what);
     // Programs walk the tiles in groups of GROUP_M rows (the B tiles they
     // share stay in L2).
@@ -167,7 +183,9 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     if (op.has_bias) w.Line("acc += tl.load(bias + rn % N)[None, :]");
     w.Line("mask = (rm[:, None] < M) & (rn[None, :] < N)");
     w.Line(wide ? "offs = rm.to(tl.int64)[:, None] * N + rn[None, :]" : "offs = rm[:, None] * N + rn[None, :]");
-    Status st = EmitAccumulatorStore(g, epi, self, &w);
+    ColumnStore cs;
+    if (column) cs = {column, "rm", "rm < M", "(rn < N)[None, :]"};
+    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr);
     if (!st.ok()) return st;
   }
   w.Line().Line();
@@ -194,7 +212,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
       }
     }
     for (const auto& o : outputs) {
-      w.Line(o + " = torch.empty(" + PyShape(op.out_shape) + ", device=x.device, dtype=torch.float32)");
+      w.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
     }
     w.Line("grid = (triton.cdiv(" + S(op.M) + ", " + std::to_string(s.bm) + ") * triton.cdiv(" + S(op.N) + ", " +
            std::to_string(s.bn) + "),)");

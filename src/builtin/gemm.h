@@ -22,6 +22,7 @@
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
 #include "builtin/pywriter.h"
+#include "builtin/reduce.h"
 #include "common/status.h"
 
 namespace ax::builtin {
@@ -66,14 +67,21 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 // the [BM, BN] tile, `offs` its flat output index and `mask` its valid
 // elements: without an epilogue the store of acc to out0; with one, its
 // other inputs loaded (named in<i>), its operators and the stores of its
-// outputs (out<i>). `self` is the epilogue's input that is acc.
-Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w);
+// outputs (out<i>). `self` is the epilogue's input that is acc. With a
+// column reduction (gemm_reduce.h), the value it reduces (acc, or the
+// epilogue's one output) is reduced over the tile's columns and only the
+// result is stored, at out0.
+struct ColumnStore;
+Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w,
+                            const ColumnStore* column = nullptr);
 
 // The Triton kernel and the launcher `_ax_gemm<k>(x, mod or y[, the epilogue's
 // other inputs in order])` for op (appended to *src). Without an epilogue the
 // launcher returns C; with one (a group reading C, of C's shape, C's only
-// readers in it) it returns the group's outputs.
+// readers in it) it returns the group's outputs; with a column reduction
+// (gemm_reduce.h: `column`, reading C or the epilogue's one output) it
+// returns the reduction's value alone.
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& sched,
-                const Group* epilogue, std::string* src);
+                const Group* epilogue, std::string* src, const RedOp* column = nullptr);
 
 }  // namespace ax::builtin

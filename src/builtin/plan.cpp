@@ -28,6 +28,7 @@ json Plan::ToJson() const {
     j["gemm"] = gs;
     if (conv) j["conv"] = true;
     if (conv && conv_native) j["conv_native"] = true;
+    if (gemm_reduce) j["gemmred"] = true;
   }
   if (attention) {
     json a = json::array();
@@ -89,6 +90,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
       }
       p.conv = j.value("conv", false);
       p.conv_native = p.conv && j.value("conv_native", false);
+      p.gemm_reduce = j.value("gemmred", false);
     }
     if (j.contains("attention")) {
       p.attention = true;

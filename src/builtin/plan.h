@@ -57,6 +57,10 @@ struct Plan {
   // channel, instead of permuting it channels-last first: no copy of the
   // input per call, less contiguous tile loads. Set only with conv.
   bool conv_native = false;
+  // A sum, mean, max, min or logsumexp over a GEMM's columns (a
+  // convolution's channels) that one tile holds runs in the GEMM's kernel
+  // (gemm_reduce.h): the output itself is never written. Set only with gemm.
+  bool gemm_reduce = false;
   std::vector<GemmSchedule> gsched;  // per GEMM or convolution, in order
   // scaled_dot_product_attention calls become flash-style Triton kernels
   // (attention.h), each with its tile configuration (missing: the default).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "builtin/conv.h"
+#include "builtin/gemm_reduce.h"
 
 namespace ax::builtin {
 
@@ -451,6 +452,13 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
     s.gemm_of_group[j] = k;
     s.inside.insert(j);
   }
+  // Reductions over a GEMM's columns computed in its kernel.
+  if (plan.gemm_reduce) {
+    std::set<size_t> skip;
+    for (const auto& [k, i] : s.linred_of) skip.insert(k);
+    s.column_of = FormColumnReductions(g, groups, reds, s.gemms, s.epilogue_of, skip);
+    for (const auto& [k, r] : s.column_of) s.gemm_of_column[r] = k;
+  }
   // Elementwise kernels computed inside the reduction that reads them.
   if (plan.reduce_prologue) {
     s.prologue_of = FormPrologues(g, groups, reds, s.feeds, s.fed, s.inside);
@@ -460,6 +468,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   if (plan.red_epilogue) {
     std::set<size_t> skip;
     for (const auto& [k, i] : s.linred_of) skip.insert(k);
+    for (const auto& [r, k] : s.gemm_of_column) skip.insert(r);
     for (const auto& [k, e] : FormRedEpilogues(g, groups, reds, s.feeds, s.inside, skip, plan.red)) {
       s.epi_of[k] = e;
       s.epi_of_group[e.main] = k;
@@ -472,6 +481,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
     std::set<size_t> skip;
     for (const auto& [k, i] : s.linred_of) skip.insert(k);
     for (const auto& [k, e] : s.epi_of) skip.insert(k);
+    for (const auto& [r, k] : s.gemm_of_column) skip.insert(r);
     s.sib_of = FormSiblings(g, groups, reds, s.prologue_of, skip);
     for (const auto& [k, f] : s.sib_of) s.follower.insert(f.begin(), f.end());
   }
@@ -485,10 +495,14 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   for (size_t k = 0; k < groups.size(); ++k) w.sched[k] = s.inside.count(k) ? KernelSchedule() : plan.For(k);
   w.red.resize(reds.size());
   for (size_t k = 0; k < reds.size(); ++k) {
-    w.red[k] = s.linred_of.count(k) || s.follower.count(k) ? RedSchedule() : plan.RedFor(k);
+    w.red[k] = s.linred_of.count(k) || s.follower.count(k) || s.gemm_of_column.count(k) ? RedSchedule()
+                                                                                           : plan.RedFor(k);
   }
   w.gsched.resize(s.gemms.size());
-  for (size_t k = 0; k < s.gemms.size(); ++k) w.gsched[k] = GemmScheduleFor(plan, k, s.gemms[k].second);
+  for (size_t k = 0; k < s.gemms.size(); ++k) {
+    w.gsched[k] = GemmScheduleFor(plan, k, s.gemms[k].second);
+    if (s.column_of.count(k)) w.gsched[k] = WithColumnTile(w.gsched[k], s.gemms[k].second);
+  }
   w.asched.resize(s.attns.size());
   for (size_t k = 0; k < s.attns.size(); ++k) w.asched[k] = AttentionScheduleFor(plan, k, s.attns[k].second);
   w.rsched.resize(s.rnns.size());
@@ -516,6 +530,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   for (size_t k = 0; k < s.gemms.size(); ++k) {
     FusedKernel fk = kernel(s.gemms[k].second.IsConv() ? KernelKind::kConvolution : KernelKind::kGemm, k, s.gemms[k].first);
     if (auto e = s.epilogue_of.find(k); e != s.epilogue_of.end()) fk.epilogue.push_back(e->second);
+    if (auto c = s.column_of.find(k); c != s.column_of.end()) fk.column = c->second;
     s.kernels.push_back(std::move(fk));
   }
   for (size_t k = 0; k < s.attns.size(); ++k) {
@@ -525,7 +540,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
     s.kernels.push_back(kernel(KernelKind::kRecurrent, k, s.rnns[k].first));
   }
   for (size_t k = 0; k < reds.size(); ++k) {
-    if (s.follower.count(k)) continue;
+    if (s.follower.count(k) || s.gemm_of_column.count(k)) continue;
     FusedKernel fk = kernel(KernelKind::kReduction, k, reds[k].first);
     if (s.linred_of.count(k)) fk.kind = KernelKind::kLinearReduction;
     if (auto p = s.prologue_of.find(k); p != s.prologue_of.end()) fk.prologue.push_back(p->second);
@@ -613,6 +628,12 @@ int CountReducePrologues(const Graph& g, const Plan& plan) {
   Plan p = plan;
   p.reduce_prologue = true;
   return static_cast<int>(Schedule(g, p).prologue_of.size());
+}
+
+int CountColumnReductions(const Graph& g, const Plan& plan) {
+  Plan p = plan;
+  p.gemm_reduce = true;
+  return static_cast<int>(Schedule(g, p).column_of.size());
 }
 
 int CountSiblingReductions(const Graph& g, const Plan& plan) {

@@ -83,6 +83,7 @@ struct FusedKernel {
   std::vector<size_t> epilogue;   // groups, in the order they are computed
   std::vector<size_t> members;    // kSiblings: the later reductions computed with the first
   std::vector<size_t> norm_feeds; // kPointwise: the norms (reductions) it applies itself
+  std::optional<size_t> column;   // kGemm, kConvolution: the reduction over its columns it computes
   bool triton() const { return kind != KernelKind::kLinearReduction; }
 };
 
@@ -102,6 +103,8 @@ struct FusedSchedule {
   std::set<int> fed;                   // norm nodes applied by the kernel that reads them
   std::map<size_t, size_t> epilogue_of;  // GEMM -> group
   std::map<size_t, size_t> gemm_of_group;  // group -> GEMM
+  std::map<size_t, size_t> column_of;      // GEMM -> the reduction over its columns in its kernel
+  std::map<size_t, size_t> gemm_of_column; // that reduction -> the GEMM
   std::map<size_t, size_t> prologue_of;  // reduction -> group
   std::map<size_t, RedEpi> epi_of;       // reduction -> groups
   std::map<size_t, size_t> epi_of_group;  // an epilogue's main group -> reduction
@@ -185,6 +188,10 @@ int CountRedEpilogues(const Graph& g, const Plan& plan);
 // How many elementwise kernels plan would compute inside the reduction that
 // reads them (with reduce_prologue set).
 int CountReducePrologues(const Graph& g, const Plan& plan);
+
+// How many reductions over a GEMM's columns plan would compute in the GEMM's
+// kernel (with gemm_reduce set).
+int CountColumnReductions(const Graph& g, const Plan& plan);
 
 // How many reductions plan would run inside the kernel of an earlier
 // sibling reduction (with siblings set).

@@ -1253,6 +1253,34 @@ TEST_F(BuiltinJudge, ConvolutionsInsideTheirInputsNeedNoMasks) {
   EXPECT_EQ(Occurrences(src, "rv = rv & (p1 >= 0)"), 1u) << "the padded one keeps its masks\n" << src;
   ConvVariantsPass(t, g, plan, 8, src);
 }
+// Reductions over a convolution's channels or a Linear's features run on the
+// accumulator tile (the output never stored): min through torch.min(...)[0],
+// after an epilogue, a phased transposed convolution, mean, logsumexp;
+// a convolution read twice, a grouped one and a Linear wider than a tile keep
+// their reduction kernels. Default tiles, small tiles (BN widened to hold the
+// columns) and inputs read in place are all correct.
+TEST_F(BuiltinJudge, ColumnReductionsRunInTheGemmKernel) {
+  TaskRef t = Task("tests/corpus/builtin/column_reductions.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  EXPECT_EQ(CountColumnReductions(g, plan), 7);
+  plan.gemm_reduce = true;
+  const FusedSchedule s = Schedule(g, plan);
+  ASSERT_EQ(s.gemms.size(), 10u);
+  EXPECT_EQ(s.column_of.size(), 7u);
+  for (const auto& [k, r] : s.column_of) {
+    EXPECT_GE(s.resolved.gsched[k].bn, s.gemms[k].second.N) << "one tile holds every column";
+  }
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "in this tile: the full output is never written"), 7u) << src;
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, " = _ax_red"), 4u) << "h (twice), i and j keep their reductions\n" << src;
+  EXPECT_NE(forward.find("v_getitem = _ax_gemm0(v_x, "), std::string::npos) << forward;
+  ConvVariantsPass(t, g, plan, 10, src);
+}
 // A tap-major convolution packs its weight once and keeps it across calls,
 // packing again after an in-place write, a loaded state dict or a new
 // parameter object; an in-place write makes the packs stale (what the graphed
