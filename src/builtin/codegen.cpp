@@ -170,9 +170,17 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         break;
       case KernelKind::kGemm:
       case KernelKind::kConvolution:
+      {
+        ColumnTail tail;
+        if (fk.column) {
+          tail.op = &reds[*fk.column].second;
+          tail.node = g.nodes[reds[*fk.column].first].name;
+          if (fk.column_post) tail.post = &groups[*fk.column_post];
+        }
         st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
                       fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src,
-                      fk.column ? &reds[*fk.column].second : nullptr);
+                      fk.column ? &tail : nullptr);
+      }
         break;
       case KernelKind::kAttention:
         st = EmitAttention(s.attns[k].second, k, written.asched[k], &kernel_src);
@@ -237,6 +245,25 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (!needed) dropped.insert(static_cast<int>(i));
   }
 
+  // The launch of GEMM or convolution gk: its input and weight (or module),
+  // its epilogue's other inputs, and those of the group run on its column
+  // reduction's value.
+  auto gemm_call = [&](size_t gk) {
+    const GemmOp& op = gemms[gk].second;
+    std::string call = "_ax_gemm" + std::to_string(gk) + "(" + Var(op.input) + ", " + GemmSecond(op);
+    if (auto e = epilogue_of.find(gk); e != epilogue_of.end()) {
+      for (const auto& in : groups[e->second].inputs) {
+        if (in != g.nodes[gemms[gk].first].name) call += ", " + Var(in);
+      }
+    }
+    if (auto c = s.column_of.find(gk); c != s.column_of.end() && c->second.has_post()) {
+      for (const auto& in : groups[c->second.post].inputs) {
+        if (in != g.nodes[reds[c->second.red].first].name) call += ", " + Var(in);
+      }
+    }
+    return call + ")";
+  };
+
   std::vector<std::string> params;
   std::string first_tensor;  // the first tensor input: where constants are rebuilt
   // The forward's statements, at the depth of `def forward`'s body.
@@ -258,19 +285,24 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (auto it = last_of.find(static_cast<int>(i)); it != last_of.end()) {
       const Group& grp = groups[it->second];
       if (auto ge = gemm_of_group.find(it->second); ge != gemm_of_group.end()) {
-        // the GEMM it reads runs it as its epilogue, launched here
+        // the GEMM it reads runs it as its epilogue, launched here (or at the
+        // group run on its column reduction's value)
         const size_t gk = ge->second;
-        const Node& lin = g.nodes[gemms[gk].first];
-        if (auto c = s.column_of.find(gk); c != s.column_of.end()) {
-          body << Var(g.nodes[reds[c->second].first].name);  // the reduction's value, computed there too
+        const auto c = s.column_of.find(gk);
+        if (c != s.column_of.end() && c->second.has_post()) continue;
+        if (c != s.column_of.end()) {
+          body << Var(g.nodes[reds[c->second.red].first].name);  // the reduction's value, computed there too
         } else {
           for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
         }
-        body << " = _ax_gemm" << gk << "(" << Var(gemms[gk].second.input) << ", " << GemmSecond(gemms[gk].second);
-        for (const auto& in : grp.inputs) {
-          if (in != lin.name) body << ", " << Var(in);
-        }
-        body << ")";
+        body << " = " << gemm_call(gk);
+        end_statement();
+        continue;
+      }
+      if (auto gp = s.gemm_of_post.find(it->second); gp != s.gemm_of_post.end()) {
+        // run on the value of the reduction over a GEMM's columns, in the GEMM's kernel, launched here
+        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        body << " = " << gemm_call(gp->second);
         end_statement();
         continue;
       }
@@ -348,13 +380,14 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = gemm_of.find(static_cast<int>(i)); it != gemm_of.end()) {
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
-      const GemmOp& op = gemms[it->second].second;
-      if (auto c = s.column_of.find(it->second); c != s.column_of.end()) {
-        body << Var(g.nodes[reds[c->second].first].name);  // only the reduction over its columns is stored
+      const auto c = s.column_of.find(it->second);
+      if (c != s.column_of.end() && c->second.has_post()) continue;  // launched with that group
+      if (c != s.column_of.end()) {
+        body << Var(g.nodes[reds[c->second.red].first].name);  // only the reduction over its columns is stored
       } else {
         body << v;
       }
-      body << " = _ax_gemm" << it->second << "(" << Var(op.input) << ", " << GemmSecond(op) << ")";
+      body << " = " << gemm_call(it->second);
       end_statement();
       continue;
     }

@@ -359,9 +359,9 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
 }  // namespace
 
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src, const RedOp* column) {
+                const Group* epi, std::string* src, const ColumnTail* column) {
   if (!s.Valid()) return Status::Error("a convolution schedule out of range");
-  if (column && (!ReducesColumns(*column, op) || s.bn < op.N)) {
+  if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
     return Status::Error("a channel reduction that one tile of the convolution does not hold");
   }
   const ConvGeometry& c = op.conv;
@@ -387,9 +387,17 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   } else {
     outputs.push_back("out0");
   }
-  if (column) outputs = {"out0"};
+  if (column) {
+    outputs.clear();
+    for (size_t i = 0; i < ColumnOutputs(*column); ++i) outputs.push_back("out" + std::to_string(i));
+    if (column->post) {
+      for (size_t i = 0; i < column->post->inputs.size(); ++i) {
+        if (column->post->inputs[i] != column->node) params.push_back("pin" + std::to_string(i));
+      }
+    }
+  }
   for (const auto& o : outputs) params.push_back(o);
-  const std::vector<int64_t>& out_shape = column ? column->out_shape : op.out_shape;
+  const std::vector<int64_t> out_shape = column ? ColumnOutShape(*column) : op.out_shape;
 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
   const std::string cls = std::string(c.transposed ? "ConvTranspose" : "Conv") + std::to_string(D) + "d";
@@ -430,7 +438,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       what += "; epilogue:";
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : " ") + epi->ops.at(epi->nodes[j]).fn;
     }
-    if (column) what += "; then " + column->kind + " over the output channels";
+    if (column) what += "; then " + ColumnTailDescription(*column, "the output channels");
     w.Line(what);
     w.Line("pid = tl.program_id(0)");
     w.Line("grp = tl.program_id(1)");
@@ -460,7 +468,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     ColumnStore cs;
     if (column) {
       // one value per (batch, output position)
-      cs = {column, std::string("nb") + (wide ? ".to(tl.int64)" : "") + " * " + S(OS) + " + sp",
+      cs = {*column, std::string("nb") + (wide ? ".to(tl.int64)" : "") + " * " + S(OS) + " + sp",
             std::string("(rm < M)") + (ph.Any() ? " & orow" : ""), "(rn < NG)[None, :]", "output channels"};
     }
     Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr);
@@ -474,6 +482,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       if (i != self) head += ", in" + std::to_string(i);
     }
   }
+  head += ColumnPostSignature(column);
   {
     auto body = l.Open(head + "):");
     l.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
@@ -497,6 +506,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
         if (i != self) InputPrelude(&l, *g.Find(epi->inputs[i]), i);
       }
     }
+    ColumnPostPrelude(g, column, &l);
     for (const auto& o : outputs) {
       l.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
     }

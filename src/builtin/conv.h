@@ -47,6 +47,6 @@ bool ConvTapMajor(const GemmOp& op);
 // epilogue's other inputs])` for convolution op (bias None: none), as
 // EmitGemm describes (a column reduction reduces the output channels).
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,
-                const Group* epilogue, std::string* src, const RedOp* column = nullptr);
+                const Group* epilogue, std::string* src, const ColumnTail* column = nullptr);
 
 }  // namespace ax::builtin

@@ -69,9 +69,8 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
 
 Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column) {
   if (!epi) {
-    if (column) {
-      EmitColumnReduction(*column, column->op->geo.R, "acc", w);
-    } else {
+    if (column) return EmitColumnReduction(g, *column, column->tail.op->geo.R, "acc", w);
+    {
       w->Line("tl.store(out0 + offs, acc, mask=mask)");
     }
     return Status::Ok();
@@ -91,8 +90,7 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
   if (!st.ok()) return st;
   if (column) {
     if (epi->outputs.size() != 1) return Status::Error("a column reduction after an epilogue of several outputs");
-    EmitColumnReduction(*column, column->op->geo.R, names.at(epi->outputs[0]), w);
-    return Status::Ok();
+    return EmitColumnReduction(g, *column, column->tail.op->geo.R, names.at(epi->outputs[0]), w);
   }
   for (size_t i = 0; i < epi->outputs.size(); ++i) {
     w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
@@ -101,10 +99,10 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
 }
 
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src, const RedOp* column) {
+                const Group* epi, std::string* src, const ColumnTail* column) {
   if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column);
   if (!s.Valid()) return Status::Error("a GEMM schedule out of range");
-  if (column && (!ReducesColumns(*column, op) || s.bn < op.N)) {
+  if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
     return Status::Error("a column reduction that one tile of the GEMM does not hold");
   }
   size_t self = 0;  // the epilogue's input that is C
@@ -126,9 +124,17 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   } else {
     outputs.push_back("out0");
   }
-  if (column) outputs = {"out0"};
+  if (column) {
+    outputs.clear();
+    for (size_t i = 0; i < ColumnOutputs(*column); ++i) outputs.push_back("out" + std::to_string(i));
+    if (column->post) {
+      for (size_t i = 0; i < column->post->inputs.size(); ++i) {
+        if (column->post->inputs[i] != column->node) params.push_back("pin" + std::to_string(i));
+      }
+    }
+  }
   for (const auto& o : outputs) params.push_back(o);
-  const std::vector<int64_t>& out_shape = column ? column->out_shape : op.out_shape;
+  const std::vector<int64_t> out_shape = column ? ColumnOutShape(*column) : op.out_shape;
 
   PyWriter w;
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
@@ -147,7 +153,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
       what += "; epilogue: ";
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : "") + epi->ops.at(epi->nodes[j]).fn;
     }
-    if (column) what += "; then " + column->kind + " over the columns";
+    if (column) what += "; then " + ColumnTailDescription(*column, "the columns");
     w.Line(what);
     // Programs walk the tiles in groups of GROUP_M rows (the B tiles they
     // share stay in L2).
@@ -184,7 +190,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     w.Line("mask = (rm[:, None] < M) & (rn[None, :] < N)");
     w.Line(wide ? "offs = rm.to(tl.int64)[:, None] * N + rn[None, :]" : "offs = rm[:, None] * N + rn[None, :]");
     ColumnStore cs;
-    if (column) cs = {column, "rm", "rm < M", "(rn < N)[None, :]"};
+    if (column) cs = {*column, "rm", "rm < M", "(rn < N)[None, :]"};
     Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr);
     if (!st.ok()) return st;
   }
@@ -196,6 +202,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
         if (i != self) sig += ", in" + std::to_string(i);
       }
     }
+    sig += ColumnPostSignature(column);
     auto launcher = w.Open("def _ax_gemm" + std::to_string(k) + "(" + sig + "):");
     w.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
     w.Line("a = x if x.dim() == 2 else x.reshape(" + S(op.M) + ", " + S(op.K) + ")");
@@ -211,6 +218,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
         if (i != self) InputPrelude(&w, *g.Find(epi->inputs[i]), i);
       }
     }
+    ColumnPostPrelude(g, column, &w);
     for (const auto& o : outputs) {
       w.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
     }

@@ -22,7 +22,6 @@
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
 #include "builtin/pywriter.h"
-#include "builtin/reduce.h"
 #include "common/status.h"
 
 namespace ax::builtin {
@@ -72,6 +71,7 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 // epilogue's one output) is reduced over the tile's columns and only the
 // result is stored, at out0.
 struct ColumnStore;
+struct ColumnTail;
 Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w,
                             const ColumnStore* column = nullptr);
 
@@ -80,8 +80,9 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, 
 // launcher returns C; with one (a group reading C, of C's shape, C's only
 // readers in it) it returns the group's outputs; with a column reduction
 // (gemm_reduce.h: `column`, reading C or the epilogue's one output) it
-// returns the reduction's value alone.
+// takes the group after the reduction's other inputs too and returns the
+// reduction's value, or that group's outputs.
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& sched,
-                const Group* epilogue, std::string* src, const RedOp* column = nullptr);
+                const Group* epilogue, std::string* src, const ColumnTail* column = nullptr);
 
 }  // namespace ax::builtin

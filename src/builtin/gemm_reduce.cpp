@@ -2,13 +2,19 @@
 
 #include <algorithm>
 
+#include "builtin/ewgen.h"
+
 namespace ax::builtin {
 
 namespace {
 
 bool ColumnKind(const std::string& kind) {
-  return kind == "sum" || kind == "mean" || kind == "amax" || kind == "amin" || kind == "logsumexp";
+  return kind == "sum" || kind == "mean" || kind == "amax" || kind == "amin" || kind == "logsumexp" ||
+         kind == "softmax" || kind == "log_softmax";
 }
+
+// A softmax's value has the tile's shape; the others one value per row.
+bool TileShaped(const RedOp& op) { return op.kind == "softmax" || op.kind == "log_softmax"; }
 
 bool SameGeometry(const Geometry& a, const Geometry& b) {
   return a.rows == b.rows && a.R == b.R && a.RD == b.RD && a.S1 == b.S1 && a.S2 == b.S2 && a.IN == b.IN &&
@@ -33,12 +39,17 @@ bool ReducesColumns(const RedOp& r, const GemmOp& op) {
   return MakeGeometry(op.out_shape, {dim}, &want) && SameGeometry(want, r.geo);
 }
 
-std::map<size_t, size_t> FormColumnReductions(const Graph& g, const std::vector<Group>& groups,
-                                              const std::vector<std::pair<int, RedOp>>& reds,
-                                              const std::vector<std::pair<int, GemmOp>>& gemms,
-                                              const std::map<size_t, size_t>& epilogue_of,
-                                              const std::set<size_t>& skip) {
-  std::map<size_t, size_t> out;
+std::map<size_t, ColumnFusion> FormColumnReductions(const Graph& g, const std::vector<Group>& groups,
+                                                    const std::vector<std::pair<int, RedOp>>& reds,
+                                                    const std::vector<std::pair<int, GemmOp>>& gemms,
+                                                    const std::map<size_t, size_t>& epilogue_of,
+                                                    const std::set<size_t>& taken, const std::set<size_t>& skip) {
+  std::map<int, size_t> group_of;
+  for (size_t j = 0; j < groups.size(); ++j) {
+    for (int idx : groups[j].nodes) group_of[idx] = j;
+  }
+  std::set<size_t> used = taken;
+  std::map<size_t, ColumnFusion> out;
   for (size_t k = 0; k < gemms.size(); ++k) {
     // the tensor the reduction would read: the epilogue's one output, or C
     std::string x = g.nodes[gemms[k].first].name;
@@ -55,7 +66,23 @@ std::map<size_t, size_t> FormColumnReductions(const Graph& g, const std::vector<
       // the reader: the reduction itself, or the max/min it absorbs
       const int reader = op.absorbed.empty() ? ni : g.index.at(op.absorbed.front());
       if (xn->users[0] != reader) continue;
-      out[k] = r;
+      ColumnFusion f;
+      f.red = r;
+      // the group that alone reads the reduction's value, of its shape
+      const Node& rn = g.nodes[ni];
+      if (!rn.users.empty() && group_of.count(rn.users[0])) {
+        const size_t j = group_of.at(rn.users[0]);
+        bool all_in = true;
+        for (int u : rn.users) all_in = all_in && group_of.count(u) && group_of.at(u) == j;
+        const Group& grp = groups[j];
+        if (all_in && !used.count(j) && grp.dtype == "torch.float32" &&
+            grp.shape == (TileShaped(op) ? op.in_shape : op.out_shape) &&
+            std::find(grp.inputs.begin(), grp.inputs.end(), rn.name) != grp.inputs.end()) {
+          f.post = j;
+          used.insert(j);
+        }
+      }
+      out[k] = f;
       break;
     }
   }
@@ -76,9 +103,45 @@ GemmSchedule WithColumnTile(GemmSchedule s, const GemmOp& op) {
   return s;
 }
 
-void EmitColumnReduction(const ColumnStore& cs, int64_t n, const std::string& value, PyWriter* w) {
-  const std::string& kind = cs.op->kind;
-  w->Line("# " + kind + " over the " + std::to_string(n) + " " + cs.noun + ", in this tile: the full output is never written");
+std::string ColumnTailDescription(const ColumnTail& tail, const std::string& noun) {
+  std::string s = tail.op->kind + " over " + noun;
+  if (tail.post) {
+    s += ", then";
+    for (size_t j = 0; j < tail.post->nodes.size(); ++j) {
+      s += (j ? ", " : " ") + tail.post->ops.at(tail.post->nodes[j]).fn;
+    }
+  }
+  return s;
+}
+
+std::string ColumnPostSignature(const ColumnTail* tail) {
+  std::string sig;
+  if (!tail || !tail->post) return sig;
+  for (size_t i = 0; i < tail->post->inputs.size(); ++i) {
+    if (tail->post->inputs[i] != tail->node) sig += ", pin" + std::to_string(i);
+  }
+  return sig;
+}
+
+void ColumnPostPrelude(const Graph& g, const ColumnTail* tail, PyWriter* w) {
+  if (!tail || !tail->post) return;
+  for (size_t i = 0; i < tail->post->inputs.size(); ++i) {
+    if (tail->post->inputs[i] != tail->node) InputPrelude(w, *g.Find(tail->post->inputs[i]), i, "pin");
+  }
+}
+
+std::vector<int64_t> ColumnOutShape(const ColumnTail& tail) {
+  if (tail.post) return tail.post->shape;
+  return TileShaped(*tail.op) ? tail.op->in_shape : tail.op->out_shape;
+}
+
+size_t ColumnOutputs(const ColumnTail& tail) { return tail.post ? tail.post->outputs.size() : 1; }
+
+Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, int64_t n, const std::string& value, PyWriter* w) {
+  const RedOp& op = *cs.tail.op;
+  const std::string& kind = op.kind;
+  w->Line("# " + kind + " over the " + std::to_string(n) + " " + cs.noun + ", in this tile" +
+          (TileShaped(op) ? ": one store of the result" : ": the full output is never written"));
   std::string red;
   if (kind == "sum" || kind == "mean") {
     w->Line("cv = tl.where(" + cs.cols + ", " + value + ", 0.0)");
@@ -89,13 +152,47 @@ void EmitColumnReduction(const ColumnStore& cs, int64_t n, const std::string& va
     const bool mx = kind == "amax";
     w->Line("cv = tl.where(" + cs.cols + ", " + value + ", float('" + (mx ? "-" : "") + "inf'))");
     red = std::string(mx ? "_ax_nanmax" : "_ax_nanmin") + "(cv, 1)";
-  } else {  // logsumexp: a row of -inf gives -inf, one holding +inf gives +inf
+  } else if (kind == "logsumexp") {  // a row of -inf gives -inf, one holding +inf gives +inf
     w->Line("cv = tl.where(" + cs.cols + ", " + value + ", float('-inf'))");
     w->Line("cmx = tl.max(cv, axis=1)");
     w->Line("csafe = tl.where(tl.abs(cmx) == float('inf'), 0.0, cmx)");
     red = "csafe + tl.log(tl.sum(tl.exp(cv - csafe[:, None]), axis=1))";
+  } else {  // softmax, log_softmax: a row of -inf gives NaN, as in PyTorch
+    w->Line("cv = tl.where(" + cs.cols + ", " + value + ", float('-inf'))");
+    w->Line("cmx = tl.max(cv, axis=1)");
+    w->Line("csafe = tl.where(cmx == float('-inf'), 0.0, cmx)[:, None]");
+    w->Line("ce = tl.exp(cv - csafe)");
+    w->Line("ctot = tl.sum(ce, axis=1)[:, None]");
+    red = kind == "softmax" ? "ce / ctot" : "cv - (csafe + tl.log(ctot))";
   }
-  w->Line("tl.store(out0 + " + cs.rows + ", " + red + ", mask=" + cs.rmask + ")");
+  w->Line("cr = " + red);
+  if (!TileShaped(op)) {
+    // one value per row from here on
+    w->Line("offs = " + cs.rows);
+    w->Line("mask = " + cs.rmask);
+  }
+  const Group* post = cs.tail.post;
+  if (!post) {
+    w->Line("tl.store(out0 + offs, cr, mask=mask)");
+    return Status::Ok();
+  }
+  std::map<std::string, std::string> names;
+  for (size_t i = 0; i < post->inputs.size(); ++i) {
+    const std::string si = std::to_string(i);
+    if (post->inputs[i] == cs.tail.node) {
+      names[post->inputs[i]] = "cr";
+      continue;
+    }
+    const Node& in = *g.Find(post->inputs[i]);
+    names[post->inputs[i]] = in.is_number ? "pin" + si : "p" + si;
+    if (!in.is_number) InputLoad(w, in, *post, i, "p" + si, "mask", "pin");
+  }
+  Status st = RenderGroupOps(g, *post, w, &names);
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < post->outputs.size(); ++i) {
+    w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(post->outputs[i]) + ", mask=mask)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace ax::builtin

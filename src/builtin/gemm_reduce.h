@@ -1,14 +1,16 @@
 // Reductions over a GEMM's or convolution's output columns computed in its
 // kernel (plan `gemm_reduce`).
 //
-// A sum, mean, max, min or logsumexp over the N columns of a matrix
-// product's output (its last dimension), or over a convolution's output
-// channels (dimension 1), read only by that reduction (directly or through
-// the GEMM's elementwise epilogue), runs on the accumulator tile when one
-// tile holds every column (N up to 256; a convolution of one group): the
-// kernel stores one value per row instead of the [M, N] output, which is
-// never written nor read back. `torch.min(conv(x), dim=1, keepdim=True)[0]`
-// is one kernel that writes B x H x W values.
+// A sum, mean, max, min, logsumexp, softmax or log_softmax over the N
+// columns of a matrix product's output (its last dimension), or over a
+// convolution's output channels (dimension 1), read only by that reduction
+// (directly or through the GEMM's elementwise epilogue), runs on the
+// accumulator tile when one tile holds every column (N up to 256; a
+// convolution of one group). A sum, mean, max, min or logsumexp then stores
+// one value per row instead of the [M, N] output, which is never written
+// nor read back; a softmax stores its tile once. The elementwise group that
+// alone reads the reduction's value (tanh(min(...)), sigmoid(softmax(...) +
+// b)) runs there too, before the one store.
 #pragma once
 
 #include <map>
@@ -33,30 +35,63 @@ inline constexpr int64_t kColumnReductionMaxN = 256;
 // tile can hold them.
 bool ReducesColumns(const RedOp& r, const GemmOp& op);
 
+// A reduction over a GEMM's columns, computed in its kernel, and the group
+// run on its value there (none: post == kNoPost).
+inline constexpr size_t kNoPost = static_cast<size_t>(-1);
+struct ColumnFusion {
+  size_t red = 0;
+  size_t post = kNoPost;
+  bool has_post() const { return post != kNoPost; }
+};
+
 // GEMM -> the reduction computed in its kernel: r reads the GEMM's output
 // (no epilogue) or its epilogue group's one output, and nothing else reads
-// that tensor. Reductions in skip are left alone.
-std::map<size_t, size_t> FormColumnReductions(const Graph& g, const std::vector<Group>& groups,
-                                              const std::vector<std::pair<int, RedOp>>& reds,
-                                              const std::vector<std::pair<int, GemmOp>>& gemms,
-                                              const std::map<size_t, size_t>& epilogue_of,
-                                              const std::set<size_t>& skip);
+// that tensor; post is the group, of the reduction's output shape and not in
+// taken, that alone reads the reduction. Reductions in skip are left alone.
+std::map<size_t, ColumnFusion> FormColumnReductions(const Graph& g, const std::vector<Group>& groups,
+                                                    const std::vector<std::pair<int, RedOp>>& reds,
+                                                    const std::vector<std::pair<int, GemmOp>>& gemms,
+                                                    const std::map<size_t, size_t>& epilogue_of,
+                                                    const std::set<size_t>& taken, const std::set<size_t>& skip);
 
 // s with BN widened (or narrowed) to hold all of op's columns in one tile;
 // BK and then the stages shrink while the tiles overflow shared memory.
 GemmSchedule WithColumnTile(GemmSchedule s, const GemmOp& op);
 
+// What a GEMM's kernel computes after its epilogue: the reduction over its
+// columns (node: the reduction's graph node) and the group run on its value.
+struct ColumnTail {
+  const RedOp* op = nullptr;
+  std::string node;
+  const Group* post = nullptr;
+};
+
 // Where a GEMM kernel stores a column reduction: `rows` the [BM] flat index
 // of each tile row's value in the output, `rmask` the rows it stores, `cols`
-// the [1, BN] columns that hold data.
+// the [1, BN] columns that hold data. A softmax stores at the tile's `offs`
+// under `mask`.
 struct ColumnStore {
-  const RedOp* op = nullptr;
+  ColumnTail tail;
   std::string rows, rmask, cols;
   std::string noun = "columns";  // what the columns are, for the kernel's comment
 };
 
-// Kernel lines reducing `value` ([BM, BN]) over its columns as cs.op does and
-// storing the result at out0 + cs.rows.
-void EmitColumnReduction(const ColumnStore& cs, int64_t n, const std::string& value, PyWriter* w);
+// Kernel lines reducing `value` ([BM, BN]) over its columns as cs.tail.op
+// does, running cs.tail.post on the result (its other inputs pin<i>) and
+// storing the result (or post's outputs, out<i>).
+Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, int64_t n, const std::string& value, PyWriter* w);
+
+// "<kind> over <noun>[, then <the post group's operators>]", for a kernel's comment.
+std::string ColumnTailDescription(const ColumnTail& tail, const std::string& noun);
+
+// The launcher's parameters for the post group's other inputs (", pin<i>"
+// each; "" without a tail or a post group), and their prelude lines.
+std::string ColumnPostSignature(const ColumnTail* tail);
+void ColumnPostPrelude(const Graph& g, const ColumnTail* tail, PyWriter* w);
+
+// The shape the GEMM's launcher returns with tail: post's, else the reduction's.
+std::vector<int64_t> ColumnOutShape(const ColumnTail& tail);
+// How many outputs the launcher returns with tail.
+size_t ColumnOutputs(const ColumnTail& tail);
 
 }  // namespace ax::builtin

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "builtin/conv.h"
-#include "builtin/gemm_reduce.h"
 
 namespace ax::builtin {
 
@@ -456,8 +455,18 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   if (plan.gemm_reduce) {
     std::set<size_t> skip;
     for (const auto& [k, i] : s.linred_of) skip.insert(k);
-    s.column_of = FormColumnReductions(g, groups, reds, s.gemms, s.epilogue_of, skip);
-    for (const auto& [k, r] : s.column_of) s.gemm_of_column[r] = k;
+    std::set<size_t> taken = s.inside;  // and groups that apply a norm themselves
+    for (size_t j = 0; j < groups.size(); ++j) {
+      if (!s.feeds[j].empty()) taken.insert(j);
+    }
+    s.column_of = FormColumnReductions(g, groups, reds, s.gemms, s.epilogue_of, taken, skip);
+    for (const auto& [k, f] : s.column_of) {
+      s.gemm_of_column[f.red] = k;
+      if (f.has_post()) {
+        s.gemm_of_post[f.post] = k;
+        s.inside.insert(f.post);
+      }
+    }
   }
   // Elementwise kernels computed inside the reduction that reads them.
   if (plan.reduce_prologue) {
@@ -530,7 +539,10 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   for (size_t k = 0; k < s.gemms.size(); ++k) {
     FusedKernel fk = kernel(s.gemms[k].second.IsConv() ? KernelKind::kConvolution : KernelKind::kGemm, k, s.gemms[k].first);
     if (auto e = s.epilogue_of.find(k); e != s.epilogue_of.end()) fk.epilogue.push_back(e->second);
-    if (auto c = s.column_of.find(k); c != s.column_of.end()) fk.column = c->second;
+    if (auto c = s.column_of.find(k); c != s.column_of.end()) {
+      fk.column = c->second.red;
+      if (c->second.has_post()) fk.column_post = c->second.post;
+    }
     s.kernels.push_back(std::move(fk));
   }
   for (size_t k = 0; k < s.attns.size(); ++k) {

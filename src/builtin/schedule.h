@@ -19,6 +19,7 @@
 
 #include "builtin/fuse.h"
 #include "builtin/gemm.h"
+#include "builtin/gemm_reduce.h"
 #include "builtin/graph.h"
 #include "builtin/plan.h"
 #include "builtin/reduce.h"
@@ -84,6 +85,7 @@ struct FusedKernel {
   std::vector<size_t> members;    // kSiblings: the later reductions computed with the first
   std::vector<size_t> norm_feeds; // kPointwise: the norms (reductions) it applies itself
   std::optional<size_t> column;   // kGemm, kConvolution: the reduction over its columns it computes
+  std::optional<size_t> column_post;  // and the group it runs on that reduction's value
   bool triton() const { return kind != KernelKind::kLinearReduction; }
 };
 
@@ -103,8 +105,9 @@ struct FusedSchedule {
   std::set<int> fed;                   // norm nodes applied by the kernel that reads them
   std::map<size_t, size_t> epilogue_of;  // GEMM -> group
   std::map<size_t, size_t> gemm_of_group;  // group -> GEMM
-  std::map<size_t, size_t> column_of;      // GEMM -> the reduction over its columns in its kernel
-  std::map<size_t, size_t> gemm_of_column; // that reduction -> the GEMM
+  std::map<size_t, ColumnFusion> column_of;  // GEMM -> the reduction over its columns in its kernel
+  std::map<size_t, size_t> gemm_of_column;   // that reduction -> the GEMM
+  std::map<size_t, size_t> gemm_of_post;     // the group run on its value there -> the GEMM
   std::map<size_t, size_t> prologue_of;  // reduction -> group
   std::map<size_t, RedEpi> epi_of;       // reduction -> groups
   std::map<size_t, size_t> epi_of_group;  // an epilogue's main group -> reduction

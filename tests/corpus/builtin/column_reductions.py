@@ -1,11 +1,13 @@
 # Builtin compiler corpus: reductions over a convolution's output channels or
 # a matrix product's output features, which the generated kernel computes on
 # its accumulator tile (the full output never written): min over channels
-# (torch.min(..., dim=1)[0]), a sum after an epilogue, a max over a strided
-# transposed convolution's channels (one launch per output phase), a mean, a
-# logsumexp over a 3-d convolution's channels,
-# and over Linear outputs; and three that stay apart: a convolution also read
-# elsewhere, a grouped convolution, and a Linear wider than one tile.
+# (torch.min(..., dim=1)[0]) with elementwise work on its value, a sum after an
+# epilogue, a max over a strided transposed convolution's channels (one launch
+# per output phase), a mean, a logsumexp over a 3-d convolution's channels, a
+# softmax over a transposed convolution's channels with a per-channel bias and
+# a sigmoid after it, and over Linear outputs (a log_softmax among them); and
+# three that stay apart: a convolution also read elsewhere, a grouped
+# convolution, and a Linear wider than one tile.
 import torch
 import torch.nn as nn
 
@@ -23,9 +25,12 @@ class Model(nn.Module):
         self.c_shared = nn.Conv2d(3, 8, 3)
         self.c_grouped = nn.Conv2d(4, 8, 3, groups=2)
         self.l_wide = nn.Linear(32, 300)
+        self.t_soft = nn.ConvTranspose2d(4, 12, 3, stride=2, padding=1, output_padding=1)
+        self.bias = nn.Parameter(torch.randn(12, 1, 1))
+        self.l_log = nn.Linear(32, 24)
 
     def forward(self, x, y, z, w, v, u):
-        a = torch.min(self.c_min(x), dim=1, keepdim=True)[0]
+        a = torch.tanh(torch.tanh(torch.min(self.c_min(x), dim=1, keepdim=True)[0]) * 2.0)
         b = torch.relu(self.c_sum(y) * 0.5).sum(dim=1)
         c = self.t_max(z).amax(dim=1, keepdim=True)
         d = self.c_mean(w).mean(dim=1)
@@ -36,7 +41,9 @@ class Model(nn.Module):
         h = s.amax(dim=1) + s.mean()
         i = self.c_grouped(z).sum(dim=1)
         j = self.l_wide(u).amax(dim=-1)
-        return a, b, c, d, e, f, g, h, i, j
+        k = torch.sigmoid((torch.softmax(self.t_soft(z), dim=1) + self.bias) * 2.0)
+        l = torch.log_softmax(self.l_log(u), dim=1)
+        return a, b, c, d, e, f, g, h, i, j, k, l
 
 
 def get_inputs():

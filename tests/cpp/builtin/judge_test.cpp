@@ -702,7 +702,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/reverse_scans.py", "tests/corpus/builtin/sibling_reductions.py",
                           "tests/corpus/builtin/split_row_epilogues.py", "tests/corpus/builtin/cross_entropy.py",
                           "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
-                          "tests/corpus/builtin/valid_convs.py",
+                          "tests/corpus/builtin/valid_convs.py", "tests/corpus/builtin/column_reductions.py",
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
                           "tests/corpus/builtin/recurrent_modules.py"}) {
     TaskRef t = Task(rel);
@@ -1254,32 +1254,37 @@ TEST_F(BuiltinJudge, ConvolutionsInsideTheirInputsNeedNoMasks) {
   ConvVariantsPass(t, g, plan, 8, src);
 }
 // Reductions over a convolution's channels or a Linear's features run on the
-// accumulator tile (the output never stored): min through torch.min(...)[0],
-// after an epilogue, a phased transposed convolution, mean, logsumexp;
-// a convolution read twice, a grouped one and a Linear wider than a tile keep
-// their reduction kernels. Default tiles, small tiles (BN widened to hold the
-// columns) and inputs read in place are all correct.
+// accumulator tile (the output never stored): min through torch.min(...)[0]
+// with elementwise work on its value, after an epilogue, a phased transposed
+// convolution, mean, logsumexp, a softmax with a broadcast bias and sigmoid
+// after it, a log_softmax; a convolution read twice, a grouped one and a
+// Linear wider than a tile keep their reduction kernels. Default tiles, small
+// tiles (BN widened to hold the columns) and inputs read in place are all
+// correct.
 TEST_F(BuiltinJudge, ColumnReductionsRunInTheGemmKernel) {
   TaskRef t = Task("tests/corpus/builtin/column_reductions.py");
   Graph g;
   ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
   Plan plan;
   plan.gemm = plan.conv = true;
-  EXPECT_EQ(CountColumnReductions(g, plan), 7);
+  EXPECT_EQ(CountColumnReductions(g, plan), 9);
   plan.gemm_reduce = true;
   const FusedSchedule s = Schedule(g, plan);
-  ASSERT_EQ(s.gemms.size(), 10u);
-  EXPECT_EQ(s.column_of.size(), 7u);
-  for (const auto& [k, r] : s.column_of) {
+  ASSERT_EQ(s.gemms.size(), 12u);
+  EXPECT_EQ(s.column_of.size(), 9u);
+  EXPECT_EQ(s.gemm_of_post.size(), 2u) << "tanh(tanh(min) * 2) and sigmoid((softmax + bias) * 2)";
+  for (const auto& [k, f] : s.column_of) {
     EXPECT_GE(s.resolved.gsched[k].bn, s.gemms[k].second.N) << "one tile holds every column";
   }
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   EXPECT_EQ(Occurrences(src, "in this tile: the full output is never written"), 7u) << src;
+  EXPECT_EQ(Occurrences(src, "in this tile: one store of the result"), 2u) << src;
+  EXPECT_NE(src.find("then softmax over the output channels, then add, mul, sigmoid"), std::string::npos) << src;
   const std::string forward = src.substr(src.find("class ModelNew"));
   EXPECT_EQ(Occurrences(forward, " = _ax_red"), 4u) << "h (twice), i and j keep their reductions\n" << src;
-  EXPECT_NE(forward.find("v_getitem = _ax_gemm0(v_x, "), std::string::npos) << forward;
-  ConvVariantsPass(t, g, plan, 10, src);
+  EXPECT_EQ(Occurrences(forward, " = _ax_launch"), 1u) << "only h's addition is a kernel of its own\n" << src;
+  ConvVariantsPass(t, g, plan, 12, src);
 }
 // A tap-major convolution packs its weight once and keeps it across calls,
 // packing again after an in-place write, a loaded state dict or a new
