@@ -72,6 +72,8 @@ def grid_plans(base, grid, cout):
     plans = []
     for bm, bn, bk, (warps, stages) in itertools.product(bms, bns, bks, ws):
         bn = min(bn, n_cap)  # no wider than the output channels (rounded up to a power of two)
+        if 4 * (bm + bn) * bk * stages > 200 * 1024:
+            continue  # the pipelined fp32 tiles overflow shared memory (GemmSchedule::Valid)
         p = json.loads(json.dumps(base))
         p["gemm"] = [[bm, bn, bk, 8, warps, stages] for _ in base.get("gemm", [[0]])]
         if p not in plans:

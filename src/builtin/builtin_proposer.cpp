@@ -113,20 +113,23 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
     convs = convs || op.IsConv();
     tap_major = tap_major || (op.IsConv() && ConvTapMajor(op));
   }
+  const bool conv_reduce = convs && CountColumnReductions(graph_, with_conv) > 0;
   if (convs) {
     // with the reductions over their channels in their kernels first, where
     // one applies
-    if (CountColumnReductions(graph_, with_conv) > 0) {
+    if (conv_reduce) {
       Plan p = with_conv;
       p.gemm_reduce = true;
       plans.push_back(p);
     }
     plans.push_back(with_conv);
   }
-  // The other layout of the tap-major convolutions' input, as a large step.
+  // The other layout of the tap-major convolutions' input, as a large step
+  // (with the reductions over their channels inside, where one applies).
   if (tap_major) {
     Plan native = with_conv;
     native.conv_native = true;
+    native.gemm_reduce = conv_reduce;
     plans.push_back(native);
   }
   // Attention: scaled_dot_product_attention generated, with the GEMMs where
