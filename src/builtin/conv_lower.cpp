@@ -223,11 +223,16 @@ bool ConvTapMajor(const GemmOp& op) { return op.conv.cin / op.conv.groups >= 16;
 
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {
   GemmSchedule s;
-  s.bn = std::clamp(NextPow2(op.N), 16, 128);
+  // H100, bench/conv_tiles.py over Level-2 problems 1, 47 and 13, tap by tap
+  // (bench/results/h100_conv_tiles.txt): the fastest tile was 256 x 64 with
+  // 8 warps on all three (1.46x, 1.39x and 2.00x the cuDNN plan), and a BN of
+  // 128 the slowest on problem 1 (0.92x): the split-TF32 operands of a wider
+  // tile crowd the registers. Problems 7 and 21 (8 input channels, the
+  // flattened loop): BK 16 at 1.08x and 1.31x, BK 32 at 0.80x and 0.91x.
+  s.bn = std::clamp(NextPow2(op.N), 16, 64);
   // A K tile within one tap's channels when the kernel walks tap by tap.
-  const int64_t reduce = ConvTapMajor(op) ? op.conv.cin / op.conv.groups : op.K;
-  s.bk = reduce >= 32 ? 32 : 16;
-  s.bm = op.M >= 4096 ? 128 : 64;
+  s.bk = ConvTapMajor(op) && op.conv.cin / op.conv.groups >= 32 ? 32 : 16;
+  s.bm = op.M >= 65536 ? 256 : op.M >= 4096 ? 128 : 64;
   s.group_m = 8;
   s.warps = s.bm * s.bn >= 128 * 128 ? 8 : 4;  // the accumulator and the split operands in registers
   s.stages = 3;
