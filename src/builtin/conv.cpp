@@ -378,25 +378,9 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   const int64_t rows = c.batch * Product(ph.rows);  // M: rows per group and phase
   const bool wide = Product(op.out_shape) >= kInt32Elements || Product(op.in_shape) >= kInt32Elements;
   std::vector<std::string> params = {"a", "b", "bias"};
-  std::vector<std::string> outputs;
-  if (epi) {
-    for (size_t i = 0; i < epi->inputs.size(); ++i) {
-      if (i != self) params.push_back("in" + std::to_string(i));
-    }
-    for (size_t i = 0; i < epi->outputs.size(); ++i) outputs.push_back("out" + std::to_string(i));
-  } else {
-    outputs.push_back("out0");
-  }
-  if (column) {
-    outputs.clear();
-    for (size_t i = 0; i < ColumnOutputs(*column); ++i) outputs.push_back("out" + std::to_string(i));
-    if (column->post) {
-      for (size_t i = 0; i < column->post->inputs.size(); ++i) {
-        if (column->post->inputs[i] != column->node) params.push_back("pin" + std::to_string(i));
-      }
-    }
-  }
-  for (const auto& o : outputs) params.push_back(o);
+  const std::vector<std::string> outputs = KernelOutputs(epi, column);
+  AppendKernelInputs(epi, self, column, &params);
+  params.insert(params.end(), outputs.begin(), outputs.end());
   const std::vector<int64_t> out_shape = column ? ColumnOutShape(*column) : op.out_shape;
 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);

@@ -67,9 +67,29 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   return true;
 }
 
+std::vector<std::string> KernelOutputs(const Group* epi, const ColumnTail* column) {
+  const size_t n = column ? ColumnOutputs(*column) : epi ? epi->outputs.size() : 1;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) out.push_back("out" + std::to_string(i));
+  return out;
+}
+
+void AppendKernelInputs(const Group* epi, size_t self, const ColumnTail* column, std::vector<std::string>* params) {
+  if (epi) {
+    for (size_t i = 0; i < epi->inputs.size(); ++i) {
+      if (i != self) params->push_back("in" + std::to_string(i));
+    }
+  }
+  if (column && column->post) {
+    for (size_t i = 0; i < column->post->inputs.size(); ++i) {
+      if (column->post->inputs[i] != column->node) params->push_back("pin" + std::to_string(i));
+    }
+  }
+}
+
 Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column) {
   if (!epi) {
-    if (column) return EmitColumnReduction(g, *column, column->tail.op->geo.R, "acc", w);
+    if (column) return EmitColumnReduction(g, *column, "acc", w);
     {
       w->Line("tl.store(out0 + offs, acc, mask=mask)");
     }
@@ -90,7 +110,7 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
   if (!st.ok()) return st;
   if (column) {
     if (epi->outputs.size() != 1) return Status::Error("a column reduction after an epilogue of several outputs");
-    return EmitColumnReduction(g, *column, column->tail.op->geo.R, names.at(epi->outputs[0]), w);
+    return EmitColumnReduction(g, *column, names.at(epi->outputs[0]), w);
   }
   for (size_t i = 0; i < epi->outputs.size(); ++i) {
     w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
@@ -115,25 +135,9 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
   const bool wide = numel >= kInt32Elements;
   auto S = [](int64_t v) { return std::to_string(v); };
   std::vector<std::string> params = {"a", "b", "bias"};
-  std::vector<std::string> outputs;
-  if (epi) {
-    for (size_t i = 0; i < epi->inputs.size(); ++i) {
-      if (i != self) params.push_back("in" + std::to_string(i));
-    }
-    for (size_t i = 0; i < epi->outputs.size(); ++i) outputs.push_back("out" + std::to_string(i));
-  } else {
-    outputs.push_back("out0");
-  }
-  if (column) {
-    outputs.clear();
-    for (size_t i = 0; i < ColumnOutputs(*column); ++i) outputs.push_back("out" + std::to_string(i));
-    if (column->post) {
-      for (size_t i = 0; i < column->post->inputs.size(); ++i) {
-        if (column->post->inputs[i] != column->node) params.push_back("pin" + std::to_string(i));
-      }
-    }
-  }
-  for (const auto& o : outputs) params.push_back(o);
+  const std::vector<std::string> outputs = KernelOutputs(epi, column);
+  AppendKernelInputs(epi, self, column, &params);
+  params.insert(params.end(), outputs.begin(), outputs.end());
   const std::vector<int64_t> out_shape = column ? ColumnOutShape(*column) : op.out_shape;
 
   PyWriter w;

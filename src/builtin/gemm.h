@@ -75,6 +75,14 @@ struct ColumnTail;
 Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w,
                             const ColumnStore* column = nullptr);
 
+// A GEMM kernel's outputs (out<i>): the epilogue's, or C; with a column
+// reduction, its value or the outputs of the group after it.
+std::vector<std::string> KernelOutputs(const Group* epilogue, const ColumnTail* column);
+// Appends a GEMM kernel's other inputs after A, B and the bias: the
+// epilogue's other inputs (in<i>, `self` being C), then those of the group
+// after a column reduction (pin<i>).
+void AppendKernelInputs(const Group* epilogue, size_t self, const ColumnTail* column, std::vector<std::string>* params);
+
 // The Triton kernel and the launcher `_ax_gemm<k>(x, mod or y[, the epilogue's
 // other inputs in order])` for op (appended to *src). Without an epilogue the
 // launcher returns C; with one (a group reading C, of C's shape, C's only

@@ -137,8 +137,9 @@ std::vector<int64_t> ColumnOutShape(const ColumnTail& tail) {
 
 size_t ColumnOutputs(const ColumnTail& tail) { return tail.post ? tail.post->outputs.size() : 1; }
 
-Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, int64_t n, const std::string& value, PyWriter* w) {
+Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, const std::string& value, PyWriter* w) {
   const RedOp& op = *cs.tail.op;
+  const int64_t n = op.geo.R;
   const std::string& kind = op.kind;
   w->Line("# " + kind + " over the " + std::to_string(n) + " " + cs.noun + ", in this tile" +
           (TileShaped(op) ? ": one store of the result" : ": the full output is never written"));

@@ -78,8 +78,9 @@ struct ColumnStore {
 
 // Kernel lines reducing `value` ([BM, BN]) over its columns as cs.tail.op
 // does, running cs.tail.post on the result (its other inputs pin<i>) and
-// storing the result (or post's outputs, out<i>).
-Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, int64_t n, const std::string& value, PyWriter* w);
+// storing the result (or post's outputs, out<i>). The columns are the
+// reduction's row length.
+Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, const std::string& value, PyWriter* w);
 
 // "<kind> over <noun>[, then <the post group's operators>]", for a kernel's comment.
 std::string ColumnTailDescription(const ColumnTail& tail, const std::string& noun);
