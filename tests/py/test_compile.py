@@ -83,6 +83,12 @@ def test_bench_conv_tiles_generates_its_grid_through_compile(binary, worker_pyth
     # BN no wider than the 4 output channels allow (16, the smallest tile); every configuration distinct.
     assert plans and all(p["gemm"][0][1] == 16 for p in plans)
     assert len({json.dumps(p, sort_keys=True) for p in plans}) == len(plans)
+    # Tiles whose pipelined fp32 operands overflow shared memory (GemmSchedule::Valid) are left out.
+    wide = ct.grid_plans(base, "full", cout=128)
+    smem = [4 * (bm + bn) * bk * stages for bm, bn, bk, _, _, stages in (p["gemm"][0] for p in wide)]
+    assert wide and max(smem) <= 200 * 1024
+    bms, bns, bks, ws = ct.GRIDS["full"]
+    assert len(wide) < len(bms) * len(bns) * len(bks) * len(ws)  # some were dropped
     out = tmp_path / "grid"
     generated, _ = ct.compile_json(str(binary), str(CONV_TASK), "cpu", plans[:3], str(out))
     assert [r["index"] for r in generated] == [0, 1, 2]
