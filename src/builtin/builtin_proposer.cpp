@@ -23,6 +23,7 @@ std::string DescribePlan(const Plan& p) {
   if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
   if (p.conv && p.conv_native) s += ", their inputs read in place (no channels-last copy)";
   if (p.gemm_reduce) s += ", reductions over their output columns or channels computed in their kernels";
+  if (p.conv_stats) s += ", the statistics of the norms after convolutions computed in their kernels";
   if (p.attention) s += ", attention as flash-style Triton kernels (split-TF32, online softmax)";
   if (p.recurrent) s += ", recurrent modules as Triton kernels launched per step (gate products and cell update fused)";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";
@@ -116,10 +117,19 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   const bool conv_reduce = convs && CountColumnReductions(graph_, with_conv) > 0;
   if (convs) {
     // with the reductions over their channels in their kernels first, where
-    // one applies
+    // one applies; then with the statistics of the norms after them in their
+    // kernels (and those norms applied by the elementwise kernel after them,
+    // where there is one), where one applies
     if (conv_reduce) {
       Plan p = with_conv;
       p.gemm_reduce = true;
+      plans.push_back(p);
+    }
+    if (CountConvStats(graph_, with_conv) > 0) {
+      Plan p = with_conv;
+      p.gemm_reduce = conv_reduce;
+      p.conv_stats = true;
+      p.norm_epilogue = CountNormEpilogues(graph_, p) > 0;
       plans.push_back(p);
     }
     plans.push_back(with_conv);

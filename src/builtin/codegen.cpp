@@ -3,6 +3,7 @@
 #include "builtin/attention.h"
 #include "builtin/ewgen.h"
 #include "builtin/conv.h"
+#include "builtin/conv_stats.h"
 #include "builtin/ew_ops.h"
 #include "builtin/gemm.h"
 #include "builtin/graph_capture.h"
@@ -101,6 +102,9 @@ std::string AttrExpr(const std::string& path) {
   return e;
 }
 
+// The variable holding norm k's (mean, var), computed by a convolution's kernel.
+std::string StatsVar(size_t k) { return "_ax_stats" + std::to_string(k); }
+
 // The launcher's second argument: the Linear module or the other matrix.
 // A convolution's: its weight and bias (a module's, or a functional one's nodes).
 std::string GemmSecond(const GemmOp& op) {
@@ -177,9 +181,16 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
           tail.node = g.nodes[reds[*fk.column].first].name;
           if (fk.column_post) tail.post = &groups[*fk.column_post];
         }
+        ConvStatsTail stats;
+        if (fk.stats) {
+          stats.norm = &reds[*fk.stats].second;
+          if (!NormRowsOf(*stats.norm, gemms[k].second, &stats.rows)) {
+            return Status::Error("a norm whose statistics the convolution cannot compute");
+          }
+        }
         st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
                       fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src,
-                      fk.column ? &tail : nullptr);
+                      fk.column ? &tail : nullptr, fk.stats ? &stats : nullptr);
       }
         break;
       case KernelKind::kAttention:
@@ -209,6 +220,10 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         break;
       }
       case KernelKind::kReduction: {
+        if (s.conv_of_stats.count(k)) {  // its statistics come from the convolution's kernel
+          st = EmitNormFromStatistics(reds[k].second, k, &kernel_src);
+          break;
+        }
         ReductionPrologue pro;
         const bool with = !fk.prologue.empty();
         if (with) st = MakePrologue(g, groups[fk.prologue.front()], &pro);
@@ -264,6 +279,12 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     return call + ")";
   };
 
+  // The norm statistics a convolution's launch returns too (conv_stats.h).
+  auto stats_lhs = [&](size_t gk) {
+    const auto st = s.stats_of.find(gk);
+    return st == s.stats_of.end() ? std::string() : ", " + StatsVar(st->second);
+  };
+
   std::vector<std::string> params;
   std::string first_tensor;  // the first tensor input: where constants are rebuilt
   // The forward's statements, at the depth of `def forward`'s body.
@@ -295,7 +316,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         } else {
           for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
         }
-        body << " = " << gemm_call(gk);
+        body << stats_lhs(gk) << " = " << gemm_call(gk);
         end_statement();
         continue;
       }
@@ -334,6 +355,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         body << (j ? ", " : "");
         if (auto f = feeds[it->second].find(j); f != feeds[it->second].end()) {
           body << Var(f->second.op.input) << ", " << AttrExpr(f->second.op.module);
+          if (f->second.stats_in) body << ", " << StatsVar(f->second.k_red);
         } else {
           body << Var(grp.inputs[j]);
         }
@@ -387,7 +409,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       } else {
         body << v;
       }
-      body << " = " << gemm_call(it->second);
+      body << stats_lhs(it->second) << " = " << gemm_call(it->second);
       end_statement();
       continue;
     }
@@ -429,6 +451,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         body << Var(op.input);
       }
       if (op.kind == "norm") body << ", " << AttrExpr(op.module);
+      if (s.conv_of_stats.count(it->second)) body << ", " << StatsVar(it->second);
       if (op.kind == "xent") body << ", " << Var(op.target);
       body << ")";
       end_statement();

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 
+#include "builtin/conv_stats.h"
 #include "builtin/ewgen.h"
 #include "builtin/gemm_reduce.h"
 #include "builtin/reduce.h"
@@ -359,8 +360,11 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
 }  // namespace
 
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src, const ColumnTail* column) {
+                const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
   if (!s.Valid()) return Status::Error("a convolution schedule out of range");
+  if (stats && (column || !NormRowsOf(*stats->norm, op, nullptr) || s.bm > ConvRowsPerImage(op))) {
+    return Status::Error("norm statistics that the convolution's tiles do not hold");
+  }
   if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
     return Status::Error("a channel reduction that one tile of the convolution does not hold");
   }
@@ -381,13 +385,19 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   const std::vector<std::string> outputs = KernelOutputs(epi, column);
   AppendKernelInputs(epi, self, column, &params);
   params.insert(params.end(), outputs.begin(), outputs.end());
+  if (stats) params.insert(params.end(), {"pc", "pm", "pq"});
   const std::vector<int64_t> out_shape = column ? ColumnOutShape(*column) : op.out_shape;
 
   const std::string kname = "_ax_gemm_kernel" + std::to_string(k);
   const std::string cls = std::string(c.transposed ? "ConvTranspose" : "Conv") + std::to_string(D) + "d";
   // Phased: each launch's residues, first taps and input offsets (runtime
   // arguments, never specialised) and its tap counts and trip count.
+  // With norm statistics, the phase's number (PHI) comes first.
   std::string phase_args, phase_consts, unspecialised;
+  if (stats && ph.Any()) {
+    phase_args = "PHI, ";
+    unspecialised = "\"PHI\"";
+  }
   for (int d = 0; d < D; ++d) {
     if (!ph.on[d]) continue;
     for (const char* v : {"e", "kf", "bs"}) {
@@ -423,6 +433,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : " ") + epi->ops.at(epi->nodes[j]).fn;
     }
     if (column) what += "; then " + ColumnTailDescription(*column, "the output channels");
+    if (stats) what += "; then the " + stats->norm->norm_class + "'s partial statistics";
     w.Line(what);
     w.Line("pid = tl.program_id(0)");
     w.Line("grp = tl.program_id(1)");
@@ -455,9 +466,12 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       cs = {*column, std::string("nb") + (wide ? ".to(tl.int64)" : "") + " * " + S(OS) + " + sp",
             std::string("(rm < M)") + (ph.Any() ? " & orow" : ""), "(rn < NG)[None, :]", "output channels"};
     }
-    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr);
+    std::string value;
+    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, &value);
     if (!st.ok()) return st;
+    if (stats) EmitTileStatistics(op, ph.Any(), value, &w);
   }
+  if (stats) EmitStatsMerge(op, s, *stats, k, src);
 
   PyWriter l;
   std::string head = "def _ax_gemm" + S(static_cast<int64_t>(k)) + "(x, weight, bias";
@@ -494,6 +508,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     for (const auto& o : outputs) {
       l.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
     }
+    if (stats) EmitStatsAlloc(op, s, &l);
     l.Line("grid = (triton.cdiv(" + S(rows) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +
            S(c.groups) + ")");
     std::string call = kname + "[grid](a, b, " + (op.has_bias ? "bias" : "b");
@@ -514,7 +529,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
           nt += S(v.nt) + ", ";
         }
         const int64_t trips = ConvTapMajor(op) ? ntaps * cb : (cin_g * ntaps + s.bk - 1) / s.bk;
-        table += (p ? ", (" : "(") + row + nt + S(trips) + ")";
+        table += (p ? ", (" : "(") + (stats ? S(p) + ", " : std::string()) + row + nt + S(trips) + ")";
       }
       l.Line("# per output phase: its residues, first taps and input offsets, its tap counts along the phased "
              "dimensions, and its main loop's trip count");
@@ -529,9 +544,10 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
             ", num_warps=" + S(s.warps) + ", num_stages=" + S(s.stages) + ")";
     l.Line(call);
     phases.reset();
+    if (stats) EmitStatsMergeCall(op, s, *stats, k, &l);
     std::string ret = "return ";
     for (size_t i = 0; i < outputs.size(); ++i) ret += (i ? ", " : "") + outputs[i];
-    l.Line(ret);
+    l.Line(ret + (stats ? ", (mean, var)" : ""));
   }
   *src += w.str() + "\n\n" + l.str() + "\n\n";
   return Status::Ok();

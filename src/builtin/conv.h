@@ -45,8 +45,10 @@ bool ConvTapMajor(const GemmOp& op);
 
 // The Triton kernel and the launcher `_ax_gemm<k>(x, weight, bias[, the
 // epilogue's other inputs])` for convolution op (bias None: none), as
-// EmitGemm describes (a column reduction reduces the output channels).
+// EmitGemm describes (a column reduction reduces the output channels; with
+// norm statistics, conv_stats.h, the launcher returns (mean, var) last).
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,
-                const Group* epilogue, std::string* src, const ColumnTail* column = nullptr);
+                const Group* epilogue, std::string* src, const ColumnTail* column = nullptr,
+                const ConvStatsTail* stats = nullptr);
 
 }  // namespace ax::builtin

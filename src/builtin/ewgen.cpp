@@ -177,7 +177,9 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
   {
     std::vector<std::string> args;
     for (size_t i = 0; i < grp.inputs.size(); ++i) {
-      args.push_back("in" + std::to_string(i) + (feeds.count(i) ? ", mod" + std::to_string(i) : ""));
+      const auto f = feeds.find(i);
+      const std::string si = std::to_string(i);
+      args.push_back("in" + si + (f == feeds.end() ? "" : ", mod" + si + (f->second.stats_in ? ", st" + si : "")));
     }
     auto body = ln.Open("def _ax_launch" + std::to_string(k) + "(" + join(args, ", ") + "):");
     for (size_t i = 0; i < grp.inputs.size(); ++i) {
@@ -191,7 +193,8 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       ln.Line("assert list(in" + si + ".shape) == " + PyShape(in.shape) +
               ", \"the kernel was generated for the traced shapes\"");
       ln.Line("x" + si + ", mean" + si + ", var" + si + ", w" + si + ", b" + si + ", HAS_B" + si + " = _ax_red" +
-              std::to_string(f->second.k_red) + "_stats(in" + si + ", mod" + si + ")");
+              std::to_string(f->second.k_red) + "_stats(in" + si + ", mod" + si + (f->second.stats_in ? ", st" + si : "") +
+              ")");
       ln.Line("in" + si + " = x" + si);
     }
     for (const auto& o : outs) {

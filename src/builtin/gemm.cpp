@@ -87,7 +87,9 @@ void AppendKernelInputs(const Group* epi, size_t self, const ColumnTail* column,
   }
 }
 
-Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column) {
+Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column,
+                            std::string* value) {
+  if (value) *value = "acc";
   if (!epi) {
     if (column) return EmitColumnReduction(g, *column, "acc", w);
     {
@@ -115,12 +117,14 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
   for (size_t i = 0; i < epi->outputs.size(); ++i) {
     w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
   }
+  if (value) *value = names.at(epi->outputs[0]);
   return Status::Ok();
 }
 
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src, const ColumnTail* column) {
-  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column);
+                const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
+  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column, stats);
+  if (stats) return Status::Error("norm statistics in a matrix product's kernel");
   if (!s.Valid()) return Status::Error("a GEMM schedule out of range");
   if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
     return Status::Error("a column reduction that one tile of the GEMM does not hold");

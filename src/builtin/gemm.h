@@ -72,8 +72,10 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 // result is stored, at out0.
 struct ColumnStore;
 struct ColumnTail;
+// *value (when given) names the variable holding the stored tile of the
+// epilogue's first output (or acc).
 Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w,
-                            const ColumnStore* column = nullptr);
+                            const ColumnStore* column = nullptr, std::string* value = nullptr);
 
 // A GEMM kernel's outputs (out<i>): the epilogue's, or C; with a column
 // reduction, its value or the outputs of the group after it.
@@ -89,8 +91,12 @@ void AppendKernelInputs(const Group* epilogue, size_t self, const ColumnTail* co
 // readers in it) it returns the group's outputs; with a column reduction
 // (gemm_reduce.h: `column`, reading C or the epilogue's one output) it
 // takes the group after the reduction's other inputs too and returns the
-// reduction's value, or that group's outputs.
+// reduction's value, or that group's outputs. With norm statistics
+// (conv_stats.h, convolutions only) it returns (mean, var) of the norm's rows
+// after its outputs.
+struct ConvStatsTail;
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& sched,
-                const Group* epilogue, std::string* src, const ColumnTail* column = nullptr);
+                const Group* epilogue, std::string* src, const ColumnTail* column = nullptr,
+                const ConvStatsTail* stats = nullptr);
 
 }  // namespace ax::builtin

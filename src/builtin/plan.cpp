@@ -29,6 +29,7 @@ json Plan::ToJson() const {
     if (conv) j["conv"] = true;
     if (conv && conv_native) j["conv_native"] = true;
     if (gemm_reduce) j["gemmred"] = true;
+    if (conv && conv_stats) j["convstats"] = true;
   }
   if (attention) {
     json a = json::array();
@@ -91,6 +92,7 @@ Status Plan::FromJson(const json& j, Plan* out) {
       p.conv = j.value("conv", false);
       p.conv_native = p.conv && j.value("conv_native", false);
       p.gemm_reduce = j.value("gemmred", false);
+      p.conv_stats = p.conv && j.value("convstats", false);
     }
     if (j.contains("attention")) {
       p.attention = true;

@@ -61,6 +61,10 @@ struct Plan {
   // convolution's channels) that one tile holds runs in the GEMM's kernel
   // (gemm_reduce.h): the output itself is never written. Set only with gemm.
   bool gemm_reduce = false;
+  // The statistics of a norm that alone reads a convolution's output (or its
+  // epilogue's) are computed in the convolution's kernel (conv_stats.h): the
+  // norm's statistics kernel, a read of the output, goes. Set only with conv.
+  bool conv_stats = false;
   std::vector<GemmSchedule> gsched;  // per GEMM or convolution, in order
   // scaled_dot_product_attention calls become flash-style Triton kernels
   // (attention.h), each with its tile configuration (missing: the default).

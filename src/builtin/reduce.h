@@ -207,6 +207,14 @@ bool EpilogueFits(const RedOp& op, const RedSchedule& want = RedSchedule());
 Status EmitReduction(const RedOp& op, size_t k, const RedSchedule& sched, std::string* src,
                      const ReductionPrologue* pro = nullptr, const ReductionEpilogue* epi = nullptr);
 
+// A norm whose per-row mean and biased variance another kernel computed (a
+// convolution's, conv_stats.h), appended to *src:
+// `_ax_red<k>_stats(x, mod, st)` with st = (mean, var) returns what the
+// statistics launcher of EmitReduction returns (and updates the running
+// statistics), and `_ax_red<k>(x, mod, st)` applies the norm over every
+// element.
+Status EmitNormFromStatistics(const RedOp& op, size_t k, std::string* src);
+
 // Sibling reductions (sum, mean, amax, amin over the same rows of one shape)
 // as one kernel `_ax_red<k>` that computes pro's values once per element and
 // keeps one accumulator per reduction; the launcher takes pro's inputs and

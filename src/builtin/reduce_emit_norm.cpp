@@ -287,4 +287,48 @@ Status red::EmitNorm(const RedKernel& rk, PyWriter& w) {
   return Status::Ok();
 }
 
+Status EmitNormFromStatistics(const RedOp& op, size_t k, std::string* src) {
+  if (op.kind != "norm") return Status::Error("statistics given to a " + op.kind);
+  RedKernel rk(op, RedSchedule(), ResolveSchedule(op, RedSchedule()), nullptr, nullptr);
+  rk.k = I(static_cast<int64_t>(k));
+  rk.big = op.geo.numel() >= (int64_t{1} << 31) - (int64_t{1} << 20);
+  rk.xparams = "x";
+  rk.dev = "x.device";
+  PyWriter w;
+  w.Line("@triton.jit");
+  {
+    auto apply = w.Open("def _ax_red" + rk.k + "_apply(x, out, mean, var, w, b, HAS_B: tl.constexpr, BLOCK: tl.constexpr):");
+    w.Line("# (" + op.norm_class + ", statistics computed before) y = (x - mean[row]) / sqrt(var[row] + eps) * " +
+           "weight[c] + bias[c]");
+    w.Line("offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK))" + rk.Cast());
+    w.Line("mask = offs < " + I(op.geo.numel()));
+    Apply(op, nullptr, w, "");
+    w.Line("tl.store(out + offs, y, mask=mask)");
+  }
+  EndDef(w);
+  {
+    auto stats = w.Open("def _ax_red" + rk.k + "_stats(x, mod, st):");
+    w.Line("\"\"\"x made contiguous, the per-row mean and biased variance st computed before, and the");
+    w.Line("affine parameters for an apply kernel (a tensor argument stands in for a missing one; has_b).\"\"\"");
+    rk.CheckX(w);
+    w.Line("mean, var = st");
+    NormRunningStats(rk, w);
+    w.Line("w = mod.weight if getattr(mod, \"weight\", None) is not None else x");
+    w.Line("b = mod.bias if getattr(mod, \"bias\", None) is not None else x");
+    w.Line("return x, mean, var, w, b, getattr(mod, \"bias\", None) is not None");
+  }
+  EndDef(w);
+  {
+    auto launcher = w.Open("def _ax_red" + rk.k + "(x, mod, st):");
+    w.Line("x, mean, var, w, b, has_b = _ax_red" + rk.k + "_stats(x, mod, st)");
+    w.Line("out = torch.empty(" + PyShape(op.in_shape) + ", device=x.device, dtype=torch.float32)");
+    w.Line("_ax_red" + rk.k + "_apply[(triton.cdiv(" + I(op.geo.numel()) + ", " + I(kApplyBlock) +
+           "),)](x, out, mean, var, w, b, HAS_B=has_b, BLOCK=" + I(kApplyBlock) + ", num_warps=4)");
+    w.Line("return out");
+  }
+  EndDef(w);
+  *src += w.str();
+  return Status::Ok();
+}
+
 }  // namespace ax::builtin

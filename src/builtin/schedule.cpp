@@ -183,6 +183,17 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
       }
     }
   }
+  // Norm statistics computed in the kernel of the convolution they read.
+  if (plan.conv_stats) {
+    std::set<size_t> skip;
+    for (const auto& [k, i] : s.linred_of) skip.insert(k);
+    for (const auto& [r, k] : s.gemm_of_column) skip.insert(r);
+    s.stats_of = FormConvStats(g, groups, reds, s.gemms, s.epilogue_of, skip);
+    for (const auto& [k, r] : s.stats_of) s.conv_of_stats[r] = k;
+    for (auto& fm : s.feeds) {
+      for (auto& [pos, f] : fm) f.stats_in = s.conv_of_stats.count(f.k_red) > 0;
+    }
+  }
   // Elementwise kernels computed inside the reduction that reads them.
   if (plan.reduce_prologue) {
     s.prologue_of = FormPrologues(g, groups, reds, s.feeds, s.fed, s.inside);
@@ -219,13 +230,15 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   for (size_t k = 0; k < groups.size(); ++k) w.sched[k] = s.inside.count(k) ? KernelSchedule() : plan.For(k);
   w.red.resize(reds.size());
   for (size_t k = 0; k < reds.size(); ++k) {
-    w.red[k] = s.linred_of.count(k) || s.follower.count(k) || s.gemm_of_column.count(k) ? RedSchedule()
-                                                                                           : plan.RedFor(k);
+    w.red[k] = s.linred_of.count(k) || s.follower.count(k) || s.gemm_of_column.count(k) || s.conv_of_stats.count(k)
+                   ? RedSchedule()
+                   : plan.RedFor(k);
   }
   w.gsched.resize(s.gemms.size());
   for (size_t k = 0; k < s.gemms.size(); ++k) {
     w.gsched[k] = GemmScheduleFor(plan, k, s.gemms[k].second);
     if (s.column_of.count(k)) w.gsched[k] = WithColumnTile(w.gsched[k], s.gemms[k].second);
+    if (s.stats_of.count(k)) w.gsched[k] = WithStatsTile(w.gsched[k], s.gemms[k].second);
   }
   w.asched.resize(s.attns.size());
   for (size_t k = 0; k < s.attns.size(); ++k) w.asched[k] = AttentionScheduleFor(plan, k, s.attns[k].second);
@@ -258,6 +271,7 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
       fk.column = c->second.red;
       if (c->second.has_post()) fk.column_post = c->second.post;
     }
+    if (auto st = s.stats_of.find(k); st != s.stats_of.end()) fk.stats = st->second;
     s.kernels.push_back(std::move(fk));
   }
   for (size_t k = 0; k < s.attns.size(); ++k) {
@@ -355,6 +369,12 @@ int CountReducePrologues(const Graph& g, const Plan& plan) {
   Plan p = plan;
   p.reduce_prologue = true;
   return static_cast<int>(Schedule(g, p).prologue_of.size());
+}
+
+int CountConvStats(const Graph& g, const Plan& plan) {
+  Plan p = plan;
+  p.conv_stats = true;
+  return static_cast<int>(Schedule(g, p).stats_of.size());
 }
 
 int CountColumnReductions(const Graph& g, const Plan& plan) {

@@ -19,6 +19,7 @@
 
 #include "builtin/fuse.h"
 #include "builtin/gemm.h"
+#include "builtin/conv_stats.h"
 #include "builtin/gemm_reduce.h"
 #include "builtin/graph.h"
 #include "builtin/plan.h"
@@ -32,6 +33,7 @@ namespace ax::builtin {
 struct NormFeed {
   size_t k_red = 0;
   RedOp op;
+  bool stats_in = false;  // its statistics come from the convolution it reads (conv_stats.h)
 };
 
 // The groups a reduction runs after its value, in its own kernel (plan
@@ -86,6 +88,7 @@ struct FusedKernel {
   std::vector<size_t> norm_feeds; // kPointwise: the norms (reductions) it applies itself
   std::optional<size_t> column;   // kGemm, kConvolution: the reduction over its columns it computes
   std::optional<size_t> column_post;  // and the group it runs on that reduction's value
+  std::optional<size_t> stats;    // kConvolution: the norm whose statistics it computes
   bool triton() const { return kind != KernelKind::kLinearReduction; }
 };
 
@@ -108,6 +111,8 @@ struct FusedSchedule {
   std::map<size_t, ColumnFusion> column_of;  // GEMM -> the reduction over its columns in its kernel
   std::map<size_t, size_t> gemm_of_column;   // that reduction -> the GEMM
   std::map<size_t, size_t> gemm_of_post;     // the group run on its value there -> the GEMM
+  std::map<size_t, size_t> stats_of;       // convolution -> the norm whose statistics its kernel computes
+  std::map<size_t, size_t> conv_of_stats;  // that norm -> the convolution
   std::map<size_t, size_t> prologue_of;  // reduction -> group
   std::map<size_t, RedEpi> epi_of;       // reduction -> groups
   std::map<size_t, size_t> epi_of_group;  // an epilogue's main group -> reduction
@@ -195,6 +200,10 @@ int CountReducePrologues(const Graph& g, const Plan& plan);
 // How many reductions over a GEMM's columns plan would compute in the GEMM's
 // kernel (with gemm_reduce set).
 int CountColumnReductions(const Graph& g, const Plan& plan);
+
+// How many norms' statistics plan would compute in the kernel of the
+// convolution they read (with conv_stats set).
+int CountConvStats(const Graph& g, const Plan& plan);
 
 // How many reductions plan would run inside the kernel of an earlier
 // sibling reduction (with siblings set).
