@@ -1286,6 +1286,37 @@ TEST_F(BuiltinJudge, ColumnReductionsRunInTheGemmKernel) {
   EXPECT_EQ(Occurrences(forward, " = _ax_launch"), 1u) << "only h's addition is a kernel of its own\n" << src;
   ConvVariantsPass(t, g, plan, 12, src);
 }
+// Norm statistics computed in the convolution's kernel (plan conv_stats):
+// five of the seven norms qualify; each then has no statistics kernel of its
+// own, and the forward is correct with the default tiles, with small tiles
+// (rows of two images in one tile) and with the input read in place.
+TEST_F(BuiltinJudge, NormStatisticsRunInTheConvolutionKernel) {
+  TaskRef t = Task("tests/corpus/builtin/conv_norm_stats.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  EXPECT_EQ(CountConvStats(g, plan), 5) << "not the convolution of 8 positions, nor the one read twice";
+  plan.conv_stats = plan.norm_epilogue = true;
+  const FusedSchedule s = Schedule(g, plan);
+  ASSERT_EQ(s.gemms.size(), 7u);
+  EXPECT_EQ(s.stats_of.size(), 5u);
+  for (const auto& [k, r] : s.stats_of) {
+    EXPECT_LE(s.resolved.gsched[k].bm, ConvRowsPerImage(s.gemms[k].second)) << "a tile holds two images at most";
+    EXPECT_EQ(s.conv_of_stats.at(r), k);
+  }
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "_stats_merge[("), 5u) << src;
+  for (const auto& [r, k] : s.conv_of_stats) {
+    const std::string red = "def _ax_red" + std::to_string(r);
+    EXPECT_NE(src.find(red + "_stats(x, mod, st):"), std::string::npos) << src;
+    EXPECT_EQ(src.find(red + "_kernel("), std::string::npos) << "no statistics kernel of its own\n" << src;
+  }
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, ", _ax_stats"), 5u * 2) << "returned by the convolution, read by the norm\n" << src;
+  ConvVariantsPass(t, g, plan, 7, src);
+}
 // A tap-major convolution packs its weight once and keeps it across calls,
 // packing again after an in-place write, a loaded state dict or a new
 // parameter object; an in-place write makes the packs stale (what the graphed
