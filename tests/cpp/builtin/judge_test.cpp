@@ -704,7 +704,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
                           "tests/corpus/builtin/valid_convs.py", "tests/corpus/builtin/column_reductions.py",
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
-                          "tests/corpus/builtin/recurrent_modules.py"}) {
+                          "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1315,6 +1315,20 @@ TEST_F(BuiltinJudge, NormStatisticsRunInTheConvolutionKernel) {
   }
   const std::string forward = src.substr(src.find("class ModelNew"));
   EXPECT_EQ(Occurrences(forward, ", _ax_stats"), 5u * 2) << "returned by the convolution, read by the norm\n" << src;
+  Plan back;
+  ASSERT_TRUE(Plan::FromJson(s.resolved.ToJson(), &back).ok());
+  EXPECT_TRUE(back.conv_stats && back.norm_epilogue);
+  // the large step right before the generated convolutions' plan
+  BuiltinProposer prop(g, t.source);
+  const std::vector<Plan> plans = prop.LargePlans();
+  auto at = [&](bool stats) {
+    return std::find_if(plans.begin(), plans.end(), [&](const Plan& p) {
+             return p.conv && !p.conv_native && !p.cuda_graph && p.conv_stats == stats;
+           }) - plans.begin();
+  };
+  ASSERT_LT(at(true), static_cast<std::ptrdiff_t>(plans.size()));
+  EXPECT_LT(at(true), at(false));
+  EXPECT_TRUE(plans[static_cast<size_t>(at(true))].norm_epilogue) << "b and c have an elementwise kernel after their norm";
   ConvVariantsPass(t, g, plan, 7, src);
 }
 // A tap-major convolution packs its weight once and keeps it across calls,
