@@ -29,7 +29,10 @@ or memory-bound at its fraction of the peak. Where the search judged generated c
 the tasks where cuDNN stays faster, with where the generated candidate loses (its convolution
 kernels against cuDNN's, or its other kernels) where the search profiled both. Likewise, where it
 judged the forward replayed from a CUDA graph (plan `graph`) and launched kernel by kernel, the
-row gives `CUDA graph A ms vs launched B ms (B/A x)` and the aggregates their geomean. Per
+row gives `CUDA graph A ms vs launched B ms (B/A x)` and the aggregates their geomean; where it judged
+generated convolutions computing the statistics of the norm after them (plan `convstats`) and
+generated convolutions without, `norm statistics in the conv kernel A ms vs separate B ms (B/A x)`.
+Per
 level, the aggregates also give the median share of the GPU time in generated kernels over the
 profiled correct tasks, and on how many it is at least 0.70.
 Rows come from OUT/summary.json; a task missing there falls back to OUT/run.sqlite (`tasks` table:
@@ -410,6 +413,7 @@ def task_row(name, path, summary, store_entry):
         row["loses_because"] = loses_because(row)
     row["conv_vs_cudnn"] = conv_vs_cudnn(store_entry.get("tree"))
     row["graph_vs_launches"] = graph_vs_launches(store_entry.get("tree"))
+    row["stats_vs_separate"] = stats_vs_separate(store_entry.get("tree"))
     for v in verdicts:  # baselines from any timed verdict when the summary lacks them
         b = v.get("baseline_ms") or {}
         for k in ("eager", "compile"):
@@ -486,13 +490,16 @@ def _conv_split(kernels):
     return conv, other
 
 
-def fastest_with_and_without(tree, key):
+def fastest_with_and_without(tree, key, among=None):
     """The outcomes of the fastest correct candidates of a search whose plan sets `key` (True) and
-    whose plan does not (False), by their judged medians; None unless the search has both."""
+    whose plan does not (False), by their judged medians, over the plans that `among` (a predicate
+    on the plan) keeps; None unless the search has both."""
     best = {True: None, False: None}
     for n in (tree or {}).get("nodes", []):
         o, plan = n.get("outcome") or {}, n.get("plan")
         if n.get("kind") == "root" or not isinstance(plan, dict) or not o.get("correct") or not o.get("runtime_ms"):
+            continue
+        if among is not None and not among(plan):
             continue
         k = bool(plan.get(key))
         if best[k] is None or o["runtime_ms"] < best[k]["runtime_ms"]:
@@ -508,6 +515,18 @@ def graph_vs_launches(tree):
     if best is None:
         return None
     return {"graph_ms": best[True]["runtime_ms"], "launched_ms": best[False]["runtime_ms"],
+            "ratio": best[False]["runtime_ms"] / best[True]["runtime_ms"]}
+
+
+def stats_vs_separate(tree):
+    """For a task whose search judged generated convolutions computing the statistics of the norm
+    after them (plan `convstats`): the fastest correct such candidate's time against the fastest
+    correct one with generated convolutions and the norm's own statistics kernel, as
+    {"fused_ms", "separate_ms", "ratio" (separate / fused)}; None without both."""
+    best = fastest_with_and_without(tree, "convstats", among=lambda plan: bool(plan.get("conv")))
+    if best is None:
+        return None
+    return {"fused_ms": best[True]["runtime_ms"], "separate_ms": best[False]["runtime_ms"],
             "ratio": best[False]["runtime_ms"] / best[True]["runtime_ms"]}
 
 
@@ -630,6 +649,11 @@ def aggregate(rows, compile_baseline=True):
     agg["graph_vs_launches"] = {
         "tasks": len(gv), "geomean_ratio": geomean(r["graph_vs_launches"]["ratio"] for r in gv) if gv else None,
         "faster": sum(1 for r in gv if r["graph_vs_launches"]["ratio"] > 1.0)}
+    # Norm statistics in the convolution's kernel against a statistics kernel of their own.
+    sv = [r for r in keep if r.get("stats_vs_separate")]
+    agg["stats_vs_separate"] = {
+        "tasks": len(sv), "geomean_ratio": geomean(r["stats_vs_separate"]["ratio"] for r in sv) if sv else None,
+        "faster": sum(1 for r in sv if r["stats_vs_separate"]["ratio"] > 1.0)}
     return agg
 
 
@@ -666,6 +690,10 @@ def format_row(r):
     if gv:
         note = "; ".join(x for x in (note, "CUDA graph %.4g ms vs launched %.4g ms (%.2fx)" % (
             gv["graph_ms"], gv["launched_ms"], gv["ratio"])) if x)
+    sv = r.get("stats_vs_separate")
+    if sv:
+        note = "; ".join(x for x in (note, "norm statistics in the conv kernel %.4g ms vs separate %.4g ms (%.2fx)" % (
+            sv["fused_ms"], sv["separate_ms"], sv["ratio"])) if x)
     if r.get("loses_because"):
         note = (note + "; " if note else "") + "slower: " + r["loses_because"]
     return "%-44s %-7s %-13s %-3s %10s %9s %9s %-5s %-22s %s" % (
@@ -727,6 +755,11 @@ def print_aggregates(agg, meta):
     if gv.get("tasks"):
         print("the forward from a CUDA graph vs launched kernel by kernel in the same search (launched time / "
               "graph time): %d tasks, geomean %.2fx, faster on %d" % (gv["tasks"], gv["geomean_ratio"], gv["faster"]))
+    sv = agg.get("stats_vs_separate") or {}
+    if sv.get("tasks"):
+        print("norm statistics in the convolution's kernel vs a statistics kernel of their own in the same search "
+              "(separate time / fused time): %d tasks, geomean %.2fx, faster on %d" % (
+                  sv["tasks"], sv["geomean_ratio"], sv["faster"]))
     sys.stdout.flush()
 
 

@@ -520,3 +520,27 @@ def test_the_graphed_forward_against_the_launched_plans(bb, tmp_path, capsys):
     bb.print_aggregates(agg, {})
     assert "the forward from a CUDA graph vs launched kernel by kernel in the same search (launched time / graph " \
            "time): 1 tasks, geomean 3.00x, faster on 1" in capsys.readouterr().out
+
+
+def test_norm_statistics_in_the_convolution_against_their_own_kernel(bb, tmp_path, capsys):
+    """Among generated convolutions, the fastest correct candidate computing the norm's statistics
+    in the convolution's kernel against the fastest without; cuDNN plans do not count."""
+    def node(i, plan, ms):
+        return {"id": i, "kind": "large", "plan": dict(plan, v=1), "outcome": {"correct": True, "runtime_ms": ms}}
+    summary = {"task": "17_Conv2d_InstanceNorm_Divide", "status": "found", "best_node": 2, "runtime_ms": 1.0,
+               "speedup": {"eager": 2.0, "compile": 1.5}}
+    tree = {"nodes": [{"id": 0, "kind": "root"}, node(1, {}, 0.5), node(2, {"conv": True, "convstats": True}, 1.0),
+                      node(3, {"conv": True}, 1.5), node(4, {"conv": True}, 1.2)]}
+    r = bb.task_row("17_Conv2d_InstanceNorm_Divide", tmp_path / "level2" / "17_Conv2d_InstanceNorm_Divide.py",
+                    summary, {"tree": tree})
+    assert r["stats_vs_separate"] == {"fused_ms": 1.0, "separate_ms": 1.2, "ratio": pytest.approx(1.2)}
+    assert "norm statistics in the conv kernel 1 ms vs separate 1.2 ms (1.20x)" in bb.format_row(r)
+    only = bb.task_row("1_Conv", tmp_path / "level2" / "1_Conv.py", dict(summary, task="1_Conv"),
+                       {"tree": {"nodes": [node(1, {"conv": True}, 1.0), node(2, {}, 0.9)]}})
+    assert only["stats_vs_separate"] is None
+    for x in (r, only):
+        x["degenerate"] = False
+    agg = bb.aggregate([r, only])
+    assert agg["stats_vs_separate"] == {"tasks": 1, "geomean_ratio": pytest.approx(1.2), "faster": 1}
+    bb.print_aggregates(agg, {})
+    assert "(separate time / fused time): 1 tasks, geomean 1.20x, faster on 1" in capsys.readouterr().out
