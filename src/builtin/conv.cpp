@@ -359,6 +359,9 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
 
 }  // namespace
 
+int64_t ConvPhases(const GemmOp& op) { return PhasesOf(op.conv).count; }
+int64_t ConvRowsPerImage(const GemmOp& op) { return Product(PhasesOf(op.conv).rows); }
+
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
                 const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
   if (!s.Valid()) return Status::Error("a convolution schedule out of range");

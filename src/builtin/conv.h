@@ -43,6 +43,14 @@ GemmSchedule DefaultConvSchedule(const GemmOp& op);
 // index over the input as it is.
 bool ConvTapMajor(const GemmOp& op);
 
+// Launches of op's kernel: one per output phase of a transposed convolution
+// strided along some dimension (its outputs taken by residue of the stride),
+// else one.
+int64_t ConvPhases(const GemmOp& op);
+// Output rows of one image in one launch of op's kernel: its output
+// positions, or a phase's share of them.
+int64_t ConvRowsPerImage(const GemmOp& op);
+
 // The Triton kernel and the launcher `_ax_gemm<k>(x, weight, bias[, the
 // epilogue's other inputs])` for convolution op (bias None: none), as
 // EmitGemm describes (a column reduction reduces the output channels; with

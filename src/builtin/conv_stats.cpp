@@ -1,38 +1,22 @@
 #include "builtin/conv_stats.h"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "builtin/reduce_internal.h"
 
 namespace ax::builtin {
 
 namespace {
 
+using red::CeilDiv;
+using red::Pow2Ceil;
+
 std::string S(int64_t v) { return std::to_string(v); }
 
-int64_t Product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
-int64_t Pow2Ceil(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
-// Launches of op's kernel: one per output phase of a strided transposed
-// convolution (conv.cpp's Phasing), else one.
-int64_t Phases(const GemmOp& op) {
-  int64_t p = 1;
-  for (int d = 0; d < op.conv.dims; ++d) {
-    if (op.conv.transposed && op.conv.stride[d] > 1) p *= op.conv.stride[d];
-  }
-  return p;
-}
-
 int64_t TilesPerPhase(const GemmOp& op, const GemmSchedule& s) {
-  const int64_t m = op.conv.batch * ConvRowsPerImage(op);
-  return (m + s.bm - 1) / s.bm;
+  return CeilDiv(op.conv.batch * ConvRowsPerImage(op), s.bm);
 }
 
 // The widest channel block a group norm's row may span in the merge.
@@ -42,7 +26,8 @@ constexpr int64_t kMaxRowChannels = 1024;
 
 bool NormRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows) {
   if (r.kind != "norm" || !op.IsConv() || r.in_shape != op.out_shape) return false;
-  const int64_t N = op.conv.batch, C = op.conv.cout, OS = Product(op.conv.out);
+  const int64_t N = op.conv.batch, C = op.conv.cout;
+  const int64_t OS = std::accumulate(op.conv.out.begin(), op.conv.out.end(), int64_t{1}, std::multiplies<int64_t>());
   const Geometry& g = r.geo;
   const std::string& cls = r.norm_class;
   if (cls.rfind("BatchNorm", 0) == 0) {
@@ -58,15 +43,6 @@ bool NormRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows) {
   if (G <= 0 || C % G != 0 || g.R != (C / G) * OS || C / G > kMaxRowChannels) return false;
   if (rows) rows->groups = G;
   return true;
-}
-
-int64_t ConvRowsPerImage(const GemmOp& op) {
-  int64_t per = 1;
-  for (int d = 0; d < op.conv.dims; ++d) {
-    const bool phased = op.conv.transposed && op.conv.stride[d] > 1;
-    per *= phased ? (op.conv.out[d] + op.conv.stride[d] - 1) / op.conv.stride[d] : op.conv.out[d];
-  }
-  return per;
 }
 
 std::map<size_t, size_t> FormConvStats(const Graph& g, const std::vector<Group>& groups,
@@ -102,7 +78,7 @@ GemmSchedule WithStatsTile(GemmSchedule s, const GemmOp& op) {
   return s;
 }
 
-int64_t StatsSlots(const GemmOp& op, const GemmSchedule& s) { return Phases(op) * TilesPerPhase(op, s) * 2; }
+int64_t StatsSlots(const GemmOp& op, const GemmSchedule& s) { return ConvPhases(op) * TilesPerPhase(op, s) * 2; }
 
 void EmitTileStatistics(const GemmOp& op, bool phased, const std::string& value, PyWriter* w) {
   const std::string C = S(op.conv.cout);
@@ -130,7 +106,7 @@ void EmitTileStatistics(const GemmOp& op, bool phased, const std::string& value,
 }
 
 void EmitStatsMerge(const GemmOp& op, const GemmSchedule& s, const ConvStatsTail& tail, size_t k, std::string* src) {
-  const int64_t C = op.conv.cout, per = ConvRowsPerImage(op), P = Phases(op), num_m = TilesPerPhase(op, s);
+  const int64_t C = op.conv.cout, per = ConvRowsPerImage(op), P = ConvPhases(op), num_m = TilesPerPhase(op, s);
   const std::string CS = S(C);
   PyWriter w;
   w.Line("@triton.jit");
@@ -206,7 +182,7 @@ void EmitStatsAlloc(const GemmOp& op, const GemmSchedule& s, PyWriter* w) {
 }
 
 void EmitStatsMergeCall(const GemmOp& op, const GemmSchedule& s, const ConvStatsTail& tail, size_t k, PyWriter* w) {
-  const int64_t rows = tail.rows.per_channel() ? op.conv.cout : op.conv.batch * tail.rows.groups;
+  const int64_t rows = tail.norm->geo.rows;  // one program per norm row
   for (const char* v : {"mean", "var"}) {
     w->Line(std::string(v) + " = torch.empty((" + S(rows) + ",), device=x.device, dtype=torch.float32)");
   }

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "builtin/conv.h"
 #include "builtin/fuse.h"
 #include "builtin/gemm.h"
 #include "builtin/graph.h"
@@ -44,11 +45,6 @@ struct NormRows {
 // Whether norm r's rows are whole channel blocks of op's output (the layout
 // above); *rows (when given) says how.
 bool NormRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows);
-
-// Output rows of one image in one launch of op's kernel (a transposed
-// convolution phased by stride launches once per phase, each over its share
-// of every image's positions).
-int64_t ConvRowsPerImage(const GemmOp& op);
 
 // Convolution -> the norm whose statistics its kernel computes: the norm
 // reads the convolution's output (no epilogue) or its epilogue group's one
