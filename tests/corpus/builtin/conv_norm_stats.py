@@ -5,7 +5,7 @@
 # applied by the elementwise kernel after it, a batch norm after a strided
 # transposed convolution (one launch per output phase) with a tanh after it, a
 # layer norm over a 1-d convolution's channels and positions, and a batch norm
-# over outputs shifted far from zero (a large mean, small deviations); and two
+# over outputs offset by 100 (a mean large against the deviations); and two
 # that stay apart: a convolution with fewer than 16 output positions per image,
 # and one whose output is also read elsewhere.
 import torch
