@@ -117,14 +117,25 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
   const bool conv_reduce = convs && CountColumnReductions(graph_, with_conv) > 0;
   if (convs) {
     // with the reductions over their channels in their kernels first, where
-    // one applies; then with the statistics of the norms after them in their
-    // kernels (and those norms applied by the elementwise kernel after them,
-    // where there is one), where one applies
+    // one applies; then with the norms after them applied by the elementwise
+    // kernel that follows, where there is one; then as they are. The
+    // statistics of those norms computed in the convolutions' kernels come
+    // last: judged side by side on an H100 (bench/results/
+    // h100_builtin_convstats_ab.txt) they were slower on 7 of 8 Level-2
+    // problems than the same plan without them (the halved tiles and the
+    // per-tile partial sums cost more than one read of the output).
     if (conv_reduce) {
       Plan p = with_conv;
       p.gemm_reduce = true;
       plans.push_back(p);
     }
+    if (CountNormEpilogues(graph_, with_conv) > 0) {
+      Plan p = with_conv;
+      p.gemm_reduce = conv_reduce;
+      p.norm_epilogue = true;
+      plans.push_back(p);
+    }
+    plans.push_back(with_conv);
     if (CountConvStats(graph_, with_conv) > 0) {
       Plan p = with_conv;
       p.gemm_reduce = conv_reduce;
@@ -132,7 +143,6 @@ std::vector<Plan> BuiltinProposer::LargePlans() const {
       p.norm_epilogue = CountNormEpilogues(graph_, p) > 0;
       plans.push_back(p);
     }
-    plans.push_back(with_conv);
   }
   // The other layout of the tap-major convolutions' input, as a large step
   // (with the reductions over their channels inside, where one applies).

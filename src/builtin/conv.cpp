@@ -240,8 +240,11 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
   {
     auto loop = w->Open(ph.Any() ? "for kk in range(0, KT):" : "for kk in range(0, tl.cdiv(KG, BK)):");
     w->Line("kidx = kk * BK + rk");
+    // Columns past K stay as they are (every load that they reach is
+    // masked by kval): clamping them with tl.where(kval, kidx, 0) made
+    // Triton 3.6 mis-pipeline the loop at num_stages >= 3 on sm_90 (a
+    // Conv2d 3->96, 11x11, stride 4: almost every output off by up to 0.6).
     w->Line("kval = kidx < " + kg);
-    w->Line("kidx = tl.where(kval, kidx, 0)");
     if (ph.Any()) {
       w->Line("ci = kidx // ntaps");
       w->Line("jt = kidx % ntaps");

@@ -1318,17 +1318,22 @@ TEST_F(BuiltinJudge, NormStatisticsRunInTheConvolutionKernel) {
   Plan back;
   ASSERT_TRUE(Plan::FromJson(s.resolved.ToJson(), &back).ok());
   EXPECT_TRUE(back.conv_stats && back.norm_epilogue);
-  // the large step right before the generated convolutions' plan
+  // the large steps: the norms applied by the elementwise kernels after them
+  // first, then the generated convolutions as they are, then the statistics
+  // in the convolutions' kernels
   BuiltinProposer prop(g, t.source);
   const std::vector<Plan> plans = prop.LargePlans();
-  auto at = [&](bool stats) {
+  auto at = [&](bool stats, bool normepi) {
     return std::find_if(plans.begin(), plans.end(), [&](const Plan& p) {
-             return p.conv && !p.conv_native && !p.cuda_graph && p.conv_stats == stats;
+             return p.conv && !p.conv_native && !p.cuda_graph && p.conv_stats == stats && p.norm_epilogue == normepi;
            }) - plans.begin();
   };
-  ASSERT_LT(at(true), static_cast<std::ptrdiff_t>(plans.size()));
-  EXPECT_LT(at(true), at(false));
-  EXPECT_TRUE(plans[static_cast<size_t>(at(true))].norm_epilogue) << "b and c have an elementwise kernel after their norm";
+  const auto n = static_cast<std::ptrdiff_t>(plans.size());
+  ASSERT_LT(at(true, true), n) << "b and c have an elementwise kernel after their norm";
+  ASSERT_LT(at(false, true), n);
+  ASSERT_LT(at(false, false), n);
+  EXPECT_LT(at(false, true), at(false, false));
+  EXPECT_LT(at(false, false), at(true, true));
   ConvVariantsPass(t, g, plan, 7, src);
 }
 // A tap-major convolution packs its weight once and keeps it across calls,
