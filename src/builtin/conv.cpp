@@ -360,6 +360,40 @@ void EmitTapMajorLoop(const ConvGeometry& c, int64_t ng, int bk, bool native, co
   w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
 }
 
+// The main loop of a direct convolution (ConvDirect): the group's one input
+// channel, tap by tap (unrolled up to 64 taps); a tap's input is one value
+// per row, shared by the group's BN output channels, times their weights,
+// accumulated with fp32 FMAs.
+void EmitDirectLoop(const ConvGeometry& c, PyWriter* w) {
+  const int D = c.dims;
+  const int64_t IS = Product(c.in), KS = Product(c.kernel);
+  const Phasing none = PhasesOf(c);  // a forward convolution: no dimension phased
+  w->Line("x_row = a + nb.to(tl.int64) * " + S(c.cin * IS) + " + grp * " + S(IS));
+  w->Line("w_col = b + co * " + S(KS));
+  const bool inside = AllInBounds(c, none);
+  if (inside) {
+    w->Line("# every tap inside the input: offsets split into rows and taps, no bounds masks");
+    w->Line("x_row = x_row + " + SplitOffset(c, "row"));
+  }
+  auto loop = w->Open(KS <= 64 ? "for t in tl.static_range(" + S(KS) + "):" : "for t in range(0, " + S(KS) + "):");
+  EmitTapSplit(c, "t", w);
+  if (inside) {
+    w->Line("at = tl.load(x_row + " + SplitOffset(c, "tap") + ")");
+  } else {
+    w->Line("valid = rm < M");
+    std::string pos;
+    for (int d = 0; d < D; ++d) {
+      const std::string sd = S(d);
+      w->Line("p" + sd + " = o" + sd + " * " + S(c.stride[d]) + " - " + S(c.padding[d]) + " + k" + sd + " * " +
+              S(c.dilation[d]));
+      w->Line("valid = valid & (p" + sd + " >= 0) & (p" + sd + " < " + S(c.in[d]) + ")");
+      pos = d == 0 ? "p0" : "(" + pos + ") * " + S(c.in[d]) + " + p" + sd;
+    }
+    w->Line("at = tl.load(x_row + tl.where(valid, " + pos + ", 0), mask=valid, other=0.0)");
+  }
+  w->Line("acc += at[:, None] * tl.load(w_col + t)[None, :]");
+}
+
 }  // namespace
 
 int64_t ConvPhases(const GemmOp& op) { return PhasesOf(op.conv).count; }
@@ -367,7 +401,8 @@ int64_t ConvRowsPerImage(const GemmOp& op) { return Product(PhasesOf(op.conv).ro
 
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
                 const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
-  if (!s.Valid()) return Status::Error("a convolution schedule out of range");
+  if (!ConvScheduleValid(op, s)) return Status::Error("a convolution schedule out of range");
+  if (stats && ConvDirect(op)) return Status::Error("norm statistics in a direct convolution's kernel");
   if (stats && (column || !NormRowsOf(*stats->norm, op, nullptr) || s.bm > ConvRowsPerImage(op))) {
     return Status::Error("norm statistics that the convolution's tiles do not hold");
   }
@@ -427,10 +462,15 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
          "BK: tl.constexpr, GROUP_M: tl.constexpr):";
   {
     auto body = w.Open(sig);
-    std::string what = "# " + cls + " as an implicit GEMM per group (program axis 1): C[m, n] = sum_k A[m, k] B[k, n], " +
-                       "m = (batch, output position), n = output channel of the group, k = (input channel of the " +
-                       "group, kernel tap); A gathered from the input (taps outside it masked to zero), B the " +
-                       "weight; split-TF32 (3-pass) products, fp32 accumulation";
+    std::string what =
+        ConvDirect(op)
+            ? "# " + cls + " with one input channel per group (program axis 1), directly: C[m, n] = sum_t " +
+                  "x[m, t] w[n, t], m = (batch, output position), n = output channel of the group, t = kernel " +
+                  "tap; x gathered from the group's input channel (taps outside it masked to zero); fp32 FMAs"
+            : "# " + cls + " as an implicit GEMM per group (program axis 1): C[m, n] = sum_k A[m, k] B[k, n], " +
+                  "m = (batch, output position), n = output channel of the group, k = (input channel of the " +
+                  "group, kernel tap); A gathered from the input (taps outside it masked to zero), B the " +
+                  "weight; split-TF32 (3-pass) products, fp32 accumulation";
     if (ph.Any()) {
       what += "; the rows of one output phase (a launch per phase), visiting only the taps that reach it";
     }
@@ -457,7 +497,9 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     EmitRows(c, ph, &w);
     w.Line("co = grp * NG + rn % NG");
     w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
-    if (ConvTapMajor(op)) {
+    if (ConvDirect(op)) {
+      EmitDirectLoop(c, &w);
+    } else if (ConvTapMajor(op)) {
       EmitTapMajorLoop(c, ng, s.bk, op.conv_native, ph, &w);
     } else {
       EmitFlatLoop(c, ng, ph, &w);

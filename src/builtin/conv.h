@@ -43,6 +43,16 @@ GemmSchedule DefaultConvSchedule(const GemmOp& op);
 // index over the input as it is.
 bool ConvTapMajor(const GemmOp& op);
 
+// True for a forward convolution with one input channel per group
+// (depthwise, any channel multiplier): its kernel accumulates tap by tap with
+// fp32 FMAs over a [BM output rows, BN output channels of the group] tile (K
+// is only the taps, too short for tensor cores), and its BM may reach 4096
+// and its BN go down to 1.
+bool ConvDirect(const GemmOp& op);
+// Whether s is a tile op's kernel takes: ValidForDot, or for a direct
+// convolution Valid with at most 8192 accumulators.
+bool ConvScheduleValid(const GemmOp& op, const GemmSchedule& s);
+
 // Launches of op's kernel: one per output phase of a transposed convolution
 // strided along some dimension (its outputs taken by residue of the stride),
 // else one.

@@ -12,10 +12,12 @@ using json = nlohmann::json;
 
 bool GemmSchedule::Valid() const {
   auto pow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
-  return pow2(bm) && pow2(bn) && pow2(bk) && bm >= 16 && bm <= 256 && bn >= 16 && bn <= 256 && bk >= 8 &&
+  return pow2(bm) && pow2(bn) && pow2(bk) && bm >= 16 && bm <= 4096 && bn >= 1 && bn <= 256 && bk >= 8 &&
          bk <= 256 && group_m >= 1 && group_m <= 64 && pow2(warps) && warps <= 16 && stages >= 1 && stages <= 6 &&
          SharedBytes() <= 200 * 1024;
 }
+
+bool GemmSchedule::ValidForDot() const { return Valid() && bm <= 256 && bn >= 16; }
 
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   if (!n.is_tensor || n.dtype != "torch.float32") return false;
@@ -125,7 +127,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
                 const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
   if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column, stats);
   if (stats) return Status::Error("norm statistics in a matrix product's kernel");
-  if (!s.Valid()) return Status::Error("a GEMM schedule out of range");
+  if (!s.ValidForDot()) return Status::Error("a GEMM schedule out of range");
   if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
     return Status::Error("a column reduction that one tile of the GEMM does not hold");
   }

@@ -55,7 +55,11 @@ struct GemmSchedule {
   bool operator==(const GemmSchedule&) const = default;
   // Shared memory the pipelined fp32 tiles need (bytes).
   int64_t SharedBytes() const { return int64_t{4} * (bm + bn) * bk * stages; }
+  // The ranges any kernel of the family accepts (a plan's schedule parses):
+  // BM up to 4096 and BN from 1 (the direct convolutions, conv.h).
   bool Valid() const;
+  // What a tl.dot tile needs on top: BM up to 256, BN at least 16.
+  bool ValidForDot() const;
 };
 
 // True when node n is an nn.Linear on a float32 tensor, or a matrix product

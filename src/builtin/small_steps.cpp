@@ -68,7 +68,12 @@ bool BuiltinProposer::SmallSteps(const Plan& parent, const FusedSchedule& sched,
       add("warps", &GemmSchedule::warps, cur.warps / f, cur.warps * f);
       add("GROUP_M", &GemmSchedule::group_m, std::max(1, cur.group_m / f), cur.group_m * f);
       for (const auto& [knob, c] : cands) {
-        if (!c.Valid() || c.warps < 4) continue;
+        const GemmOp& op = gemms[k].second;
+        if (!(op.IsConv() ? ConvScheduleValid(op, c) : c.ValidForDot()) || c.warps < 4) continue;
+        // a direct convolution has neither a K tile nor pipelined operands
+        if (op.IsConv() && ConvDirect(op) && (c.bk != cur.bk || c.stages != cur.stages || c.group_m != cur.group_m)) {
+          continue;
+        }
         Plan q = parent;
         q.gsched.resize(gemms.size());
         for (size_t j = 0; j < gemms.size(); ++j) q.gsched[j] = GemmScheduleFor(parent, j, gemms[j].second);

@@ -704,7 +704,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/channel_chunks.py", "tests/corpus/builtin/convs.py",
                           "tests/corpus/builtin/valid_convs.py", "tests/corpus/builtin/column_reductions.py",
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
-                          "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py"}) {
+                          "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py",
+                          "tests/corpus/builtin/depthwise_convs.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1214,7 +1215,8 @@ TEST_F(BuiltinJudge, ConvolutionsAreGeneratedAsImplicitGemms) {
                         "self.tw(", "self.v3("}) {
     EXPECT_EQ(forward.find(m), std::string::npos) << m << " is still a PyTorch call\n" << src;
   }
-  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 10u);
+  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 9u) << "dw is a direct kernel";
+  EXPECT_EQ(Occurrences(src, "directly: C[m, n] = sum_t x[m, t] w[n, t]"), 1u);
   EXPECT_EQ(Occurrences(src, "contiguous()  # channels-last"), 3u);
   EXPECT_NE(src.find("epilogue: relu, mul"), std::string::npos) << src;
   Plan back;
@@ -1252,6 +1254,50 @@ TEST_F(BuiltinJudge, ConvolutionsInsideTheirInputsNeedNoMasks) {
   EXPECT_EQ(Occurrences(src, "a tap is a scalar offset, no bounds masks"), 3u) << src;
   EXPECT_EQ(Occurrences(src, "rv = rv & (p1 >= 0)"), 1u) << "the padded one keeps its masks\n" << src;
   ConvVariantsPass(t, g, plan, 8, src);
+}
+// Convolutions with one input channel per group (depthwise, a channel
+// multiplier, 1d/2d/3d, a functional one, taps inside the input, more than
+// 64 taps) are direct fp32 kernels: no tl.dot, tiles of 1024 rows by the
+// group's channels by default. Default tiles, small tiles and the large and
+// small steps of the search are all correct; the pointwise convolution after
+// one stays an implicit GEMM.
+TEST_F(BuiltinJudge, DepthwiseConvolutionsAreDirectKernels) {
+  TaskRef t = Task("tests/corpus/builtin/depthwise_convs.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  const auto convs = FormGemms(g, plan);
+  ASSERT_EQ(convs.size(), 8u);
+  int direct = 0;
+  for (const auto& [i, op] : convs) {
+    if (!ConvDirect(op)) continue;
+    ++direct;
+    const GemmSchedule s = DefaultConvSchedule(op);
+    EXPECT_EQ(s.bm, 1024);
+    EXPECT_EQ(s.bn, op.conv.cout / op.conv.groups) << g.nodes[i].name;
+    EXPECT_TRUE(ConvScheduleValid(op, s));
+    EXPECT_FALSE(s.ValidForDot()) << "no tl.dot tile";
+  }
+  EXPECT_EQ(direct, 7);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "directly: C[m, n] = sum_t x[m, t] w[n, t]"), 7u) << src;
+  EXPECT_EQ(Occurrences(src, "input_precision=\"tf32x3\""), 1u) << "the pointwise convolution only\n" << src;
+  EXPECT_EQ(Occurrences(src, "for t in tl.static_range("), 6u) << src;
+  EXPECT_EQ(Occurrences(src, "for t in range(0, 81):"), 1u) << "9 x 9 taps: a loop\n" << src;
+  EXPECT_EQ(Occurrences(src, "offsets split into rows and taps, no bounds masks"), 1u) << src;
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(forward.find("F.conv2d("), std::string::npos) << src;
+  EXPECT_EQ(Occurrences(forward, " = _ax_gemm"), 8u) << src;
+  ConvVariantsPass(t, g, plan, 8, src);
+  // A tile a tl.dot cannot take: the direct convolutions take it, the
+  // pointwise one refuses it.
+  plan.gsched.assign(8, GemmSchedule{2048, 2, 8, 1, 4, 1});
+  EXPECT_FALSE(Generate(g, t.source, plan, &src).ok());
+  plan.gsched[7] = GemmSchedule{64, 16, 16, 8, 4, 2};
+  EXPECT_TRUE(Generate(g, t.source, plan, &src).ok());
+  AllPlansPass("tests/corpus/builtin/depthwise_convs.py", 1);
 }
 // Reductions over a convolution's channels or a Linear's features run on the
 // accumulator tile (the output never stored): min through torch.min(...)[0]
