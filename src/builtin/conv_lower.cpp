@@ -230,10 +230,11 @@ bool ConvScheduleValid(const GemmOp& op, const GemmSchedule& s) {
 GemmSchedule DefaultConvSchedule(const GemmOp& op) {
   GemmSchedule s;
   if (ConvDirect(op)) {
-    // H100, Level 1's depthwise 82-85 (a prototype of this loop against
-    // cuDNN): 1024 positions of one channel per program, 4 warps, ran at
-    // 2.3-3.9x cuDNN; 256 x 16 and 128 x 8 tiles over channels 1.6-3.9x.
-    // BK and the stages are not used (no tl.dot, no pipelined operands).
+    // H100, Level 1's depthwise 82-86 (bench/results/
+    // h100_builtin_level1_convs.txt): 1024 rows of one channel per program,
+    // 4 warps, 1.5x-3.6x eager at 3 steps (the implicit GEMM with BN 16 had
+    // been 0.37x-0.65x). BK and the stages are not used (no tl.dot, no
+    // pipelined operands).
     s.bm = 1024;
     s.bn = std::clamp(NextPow2(op.N), 1, 8);
     s.bk = 8;
