@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "builtin/builtin_proposer.h"
@@ -121,6 +122,58 @@ TEST(Conv, ConvolutionPlansFollowTheDefault) {
   Plan back;
   ASSERT_TRUE(Plan::FromJson(resolved.ToJson(), &back).ok());
   EXPECT_TRUE(back.conv_native);
+}
+
+// A depthwise convolution (one input channel per group, a channel multiplier
+// of 2) is direct: its default tile is 1024 rows by its 2 channels, a tl.dot
+// tile is not required, and small steps change BM, BN or warps only, never
+// the BK, stages or GROUP_M that its kernel does not use.
+TEST(Conv, DepthwiseConvolutionsAreDirectAndTunedByRowsChannelsAndWarps) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(ConvGraph(Attrs(8, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 8, true), {16, 1, 3, 3},
+                                   {2, 16, 9, 10}),
+                         &g)
+                  .ok());
+  Plan conv;
+  conv.gemm = conv.conv = true;
+  const auto gemms = FormGemms(g, conv);
+  ASSERT_EQ(gemms.size(), 1u);
+  const GemmOp& op = gemms[0].second;
+  ASSERT_TRUE(ConvDirect(op));
+  const GemmSchedule d = DefaultConvSchedule(op);
+  EXPECT_EQ(d.bm, 1024);
+  EXPECT_EQ(d.bn, 2);
+  EXPECT_TRUE(ConvScheduleValid(op, d));
+  EXPECT_FALSE(ConvScheduleValid(op, GemmSchedule{4096, 4, 8, 1, 4, 1})) << "16384 accumulators";
+  GemmOp grouped = op;
+  grouped.conv.cin = 16;  // two input channels per group: an implicit GEMM again
+  EXPECT_FALSE(ConvDirect(grouped));
+  EXPECT_FALSE(ConvScheduleValid(grouped, d));
+  std::string src;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", conv, &src).ok());
+  EXPECT_EQ(src.find("tl.dot"), std::string::npos) << src;
+  EXPECT_NE(src.find("acc += at[:, None] * tl.load(w_col + t)[None, :]"), std::string::npos) << src;
+  BuiltinProposer prop(g, "class Model: pass\n");
+  search::StepContext ctx;
+  ctx.large = false;
+  ctx.prompt.parent.source = src;
+  ctx.prompt.parent.verdict = "correct, 1.5x faster than eager";
+  ctx.parent_correct = true;
+  Plan parent;
+  ASSERT_TRUE(ParsePlanMarker(src, &parent).ok());
+  std::set<std::string> sources{src};
+  for (int i = 0; i < 4; ++i) {
+    auto p = prop.Propose(ctx);
+    ASSERT_FALSE(p.source.empty()) << p.note;
+    EXPECT_TRUE(sources.insert(p.source).second) << p.note;
+    Plan b;
+    ASSERT_TRUE(ParsePlanMarker(p.source, &b).ok());
+    const GemmSchedule a = parent.GemmFor(0), c = b.GemmFor(0);
+    EXPECT_TRUE(ConvScheduleValid(op, c)) << p.note;
+    EXPECT_EQ(c.bk, a.bk) << p.note;
+    EXPECT_EQ(c.stages, a.stages) << p.note;
+    EXPECT_EQ(c.group_m, a.group_m) << p.note;
+  }
 }
 
 // The emitted kernel and launcher of one tap-major convolution (input
