@@ -216,17 +216,15 @@ std::string SplitOffset(const ConvGeometry& c, const std::string& part) {
 
 // The main loop over k = (input channel, tap) flattened: a tile of k mixes
 // channels and taps, so a small number of input channels still fills BK.
-// The input is read in its own (channels-first) layout. Phased (Phasing), k
-// runs over the phase's taps only (ntaps of them).
+// The input is read in its own (channels-first) layout; the weight packed as
+// [groups, k, output channels of the group], so that a [BK, BN] tile's rows
+// are contiguous (read in place, a forward weight strides BN by K). Phased
+// (Phasing), k runs over the phase's taps only (ntaps of them).
 void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter* w) {
   const int D = c.dims;
   const int64_t IS = Product(c.in), KS = Product(c.kernel), cin_g = c.cin / c.groups;
   w->Line("x_row = a + nb.to(tl.int64) * " + S(c.cin * IS) + " + grp * " + S(cin_g * IS));
-  if (c.transposed) {
-    w->Line("w_col = b + grp * " + S(cin_g * ng * KS) + " + (rn % NG) * " + S(KS));
-  } else {
-    w->Line("w_col = b + co.to(tl.int64) * KG");
-  }
+  w->Line("w_col = b + grp * " + S(cin_g * KS * ng) + " + rn % NG");
   const std::string kg = ph.Any() ? "kgp" : "KG";
   if (ph.Any()) w->Line("kgp = " + S(cin_g) + " * ntaps");
   // No tap leaves the input: the offset is a row part (hoisted) plus a tap
@@ -282,12 +280,9 @@ void EmitFlatLoop(const ConvGeometry& c, int64_t ng, const Phasing& ph, PyWriter
       w->Line("a_off = tl.where(valid, ci[None, :] * " + S(IS) + " + " + pos + ", 0)");
       w->Line("at = tl.load(x_row[:, None] + a_off, mask=valid, other=0.0)");
     }
-    const std::string tap = ph.Any() ? "wtap" : "r";
-    if (c.transposed) {
-      w->Line("bt = tl.load(w_col[None, :] + (ci * " + S(ng * KS) + " + " + tap + ")[:, None], mask=kval[:, None], other=0.0)");
-    } else {
-      w->Line("bt = tl.load(w_col[None, :] + kidx[:, None], mask=kval[:, None], other=0.0)");
-    }
+    // the packed weight's row: k itself, or a phase's tap of the whole kernel
+    const std::string krow = ph.Any() ? "(ci * " + S(KS) + " + wtap)" : "kidx";
+    w->Line("bt = tl.load(w_col[None, :] + (" + krow + " * NG)[:, None], mask=kval[:, None], other=0.0)");
     w->Line("acc = tl.dot(at, bt, acc, input_precision=\"tf32x3\")");
   }
 }
@@ -543,9 +538,16 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       l.Line(std::string("b = _ax_packed_weight(weight, lambda w: w.reshape(") + S(c.groups) + ", " +
              S(c.transposed ? cin_g : ng) + ", " + S(c.transposed ? ng : cin_g) + ", " + S(KS) + ").permute(" +
              (c.transposed ? "0, 3, 1, 2" : "0, 3, 2, 1") + ").contiguous())");
-    } else {
+    } else if (ConvDirect(op)) {
       l.Line("a = x.contiguous()");
       l.Line("b = weight.contiguous()");
+    } else {
+      l.Line("a = x.contiguous()");
+      l.Line("# the weight as [groups, input channels x taps, output channels], packed once per weight version");
+      l.Line(std::string("b = _ax_packed_weight(weight, lambda w: w.reshape(") + S(c.groups) + ", " +
+             (c.transposed ? S(cin_g) + ", " + S(ng) + ", " + S(KS) + ").permute(0, 1, 3, 2)"
+                           : S(ng) + ", " + S(cin_g * KS) + ").permute(0, 2, 1)") +
+             ".contiguous())");
     }
     if (epi) {
       for (size_t i = 0; i < epi->inputs.size(); ++i) {

@@ -1382,7 +1382,8 @@ TEST_F(BuiltinJudge, NormStatisticsRunInTheConvolutionKernel) {
   EXPECT_LT(at(false, false), at(true, true));
   ConvVariantsPass(t, g, plan, 7, src);
 }
-// A tap-major convolution packs its weight once and keeps it across calls,
+// A convolution's packed weight (tap-major or flattened; the direct dw reads
+// its weight in place) is packed once and kept across calls,
 // packing again after an in-place write, a loaded state dict or a new
 // parameter object; an in-place write makes the packs stale (what the graphed
 // plan captures again on) until they are packed again.
@@ -1394,7 +1395,7 @@ TEST_F(BuiltinJudge, PackedWeightsFollowTheirWeights) {
   plan.gemm = plan.conv = true;
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
-  EXPECT_EQ(Occurrences(src, "b = _ax_packed_weight(weight, "), 3u) << src;
+  EXPECT_EQ(Occurrences(src, "b = _ax_packed_weight(weight, "), 9u) << src;
   Plan graphed = plan;
   graphed.cuda_graph = true;
   std::string gsrc;
@@ -1409,7 +1410,7 @@ def same(step, what):
         if not torch.allclose(a, b, atol=1e-4, rtol=1e-4): print("outputs differ after", what); sys.exit(0)
 same(0, "the first call")
 packed = {k: id(v[2]) for k, v in m._ax_packs.items()}
-if len(packed) != 3: print("packed", len(packed), "weights, not 3"); sys.exit(0)
+if len(packed) != 9: print("packed", len(packed), "weights, not 9"); sys.exit(0)
 same(1, "a second call")
 if {k: id(v[2]) for k, v in m._ax_packs.items()} != packed: print("packed again without a change"); sys.exit(0)
 if m._ax_packs_stale(): print("stale without a write"); sys.exit(0)
