@@ -33,7 +33,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(2, 5, 19), torch.randn(2, 6, 11, 13), torch.randn(2, 4, 5, 6, 7), torch.randn(2, 16, 9, 10)]
+    return [torch.randn(2, 5, 19), torch.randn(1, 6, 7, 9), torch.randn(1, 4, 4, 5, 5), torch.randn(1, 16, 6, 7)]
 
 
 def get_init_inputs():
