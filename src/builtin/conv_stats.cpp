@@ -52,7 +52,7 @@ std::map<size_t, size_t> FormConvStats(const Graph& g, const std::vector<Group>&
   std::map<size_t, size_t> out;
   for (size_t k = 0; k < gemms.size(); ++k) {
     const GemmOp& op = gemms[k].second;
-    if (!op.IsConv() || ConvRowsPerImage(op) < 16) continue;
+    if (!op.IsConv() || ConvDirect(op) || ConvRowsPerImage(op) < 16) continue;  // a direct kernel has no partials
     std::string t = g.nodes[gemms[k].first].name;
     if (auto e = epilogue_of.find(k); e != epilogue_of.end()) {
       const Group& grp = groups[e->second];

@@ -13,7 +13,8 @@
 // partials (Chan's parallel formula: exact, no cancellation between large
 // sums) into its mean and biased variance, and the norm's apply reads the
 // output once. Without this, a statistics kernel reads the whole output
-// first: one pass over the largest tensor of the forward less.
+// first: one pass over the largest tensor of the forward less. A direct
+// (depthwise) convolution, conv.h's ConvDirect, does not take part.
 #pragma once
 
 #include <cstdint>

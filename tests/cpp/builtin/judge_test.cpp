@@ -1280,6 +1280,7 @@ TEST_F(BuiltinJudge, DepthwiseConvolutionsAreDirectKernels) {
     EXPECT_FALSE(s.ValidForDot()) << "no tl.dot tile";
   }
   EXPECT_EQ(direct, 7);
+  EXPECT_EQ(CountConvStats(g, plan), 0) << "the group norm's statistics stay out of the direct kernel";
   std::string src;
   ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
   EXPECT_EQ(Occurrences(src, "directly: C[m, n] = sum_t x[m, t] w[n, t]"), 7u) << src;
