@@ -538,16 +538,17 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       l.Line(std::string("b = _ax_packed_weight(weight, lambda w: w.reshape(") + S(c.groups) + ", " +
              S(c.transposed ? cin_g : ng) + ", " + S(c.transposed ? ng : cin_g) + ", " + S(KS) + ").permute(" +
              (c.transposed ? "0, 3, 1, 2" : "0, 3, 2, 1") + ").contiguous())");
-    } else if (ConvDirect(op)) {
-      l.Line("a = x.contiguous()");
-      l.Line("b = weight.contiguous()");
     } else {
       l.Line("a = x.contiguous()");
-      l.Line("# the weight as [groups, input channels x taps, output channels], packed once per weight version");
-      l.Line(std::string("b = _ax_packed_weight(weight, lambda w: w.reshape(") + S(c.groups) + ", " +
-             (c.transposed ? S(cin_g) + ", " + S(ng) + ", " + S(KS) + ").permute(0, 1, 3, 2)"
-                           : S(ng) + ", " + S(cin_g * KS) + ").permute(0, 2, 1)") +
-             ".contiguous())");
+      if (ConvDirect(op)) {
+        l.Line("b = weight.contiguous()");
+      } else {
+        l.Line("# the weight as [groups, input channels x taps, output channels], packed once per weight version");
+        l.Line(std::string("b = _ax_packed_weight(weight, lambda w: w.reshape(") + S(c.groups) + ", " +
+               (c.transposed ? S(cin_g) + ", " + S(ng) + ", " + S(KS) + ").permute(0, 1, 3, 2)"
+                             : S(ng) + ", " + S(cin_g * KS) + ").permute(0, 2, 1)") +
+               ".contiguous())");
+      }
     }
     if (epi) {
       for (size_t i = 0; i < epi->inputs.size(); ++i) {
