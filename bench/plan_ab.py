@@ -105,11 +105,17 @@ def main():
     ap.add_argument("--rows", default=None, help="print the table of saved verdicts (JSON lines) and exit")
     args = ap.parse_args()
     if args.rows:
+        if not Path(args.rows).is_file():
+            print(f"plan_ab: no such verdicts file: {args.rows}", file=sys.stderr)
+            return 2
         verdicts = [json.loads(l) for l in Path(args.rows).read_text().splitlines() if l.startswith("{")]
         print(table(verdicts, args.key))
         return 0
     if not args.tasks:
         ap.error("give tasks, or --rows")
+    if not Path(args.bin).is_file():
+        print(f"plan_ab: no adaexplore binary at {args.bin} (build it, or pass --bin)", file=sys.stderr)
+        return 2
     out = Path(args.out or tempfile.mkdtemp(prefix="plan_ab_"))
     out.mkdir(parents=True, exist_ok=True)
     manifest = []
@@ -124,9 +130,14 @@ def main():
             print(f"{task}: no large-step plan with {args.key}; skipped", file=sys.stderr)
             continue
         stem = Path(task).stem
-        for side, plan in zip(("with", "without"), p):
+        try:
+            for side, plan in zip(("with", "without"), p):
+                generate(args.bin, task, args.device, plan, out / f"{stem}_{side}.py")
+        except RuntimeError as e:
+            print(f"{e}; skipped", file=sys.stderr)
+            continue
+        for side in ("with", "without"):
             cand = out / f"{stem}_{side}.py"
-            generate(args.bin, task, args.device, plan, cand)
             manifest.append({"task": os.path.abspath(task) if os.path.exists(task) else task, "candidate": str(cand)})
     if not manifest:
         print("nothing to judge", file=sys.stderr)

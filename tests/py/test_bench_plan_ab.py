@@ -79,3 +79,12 @@ def test_a_real_run_judges_both_sides(binary, worker_python, tmp_path):
     verdicts = [json.loads(l) for l in (tmp_path / "ab" / "verdicts.jsonl").read_text().splitlines() if l]
     assert len(verdicts) == 2 and all(v["correct"] for v in verdicts), verdicts
     assert "convstats: with / without geomean" in p.stdout and "over 1 tasks" in p.stdout
+
+
+def test_bad_input_gets_one_line_and_a_nonzero_exit(tmp_path):
+    script = str(ROOT / "bench" / "plan_ab.py")
+    p = subprocess.run([sys.executable, script, "--rows", str(tmp_path / "none.jsonl")], capture_output=True, text=True)
+    assert p.returncode == 2 and "no such verdicts file" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, script, "t.py", "--bin", str(tmp_path / "no-binary")], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "no adaexplore binary" in p.stderr and "Traceback" not in p.stderr
