@@ -23,7 +23,7 @@ std::string DescribePlan(const Plan& p) {
   if (p.conv) s += ", convolutions as Triton implicit GEMMs (split-TF32) with their epilogues";
   if (p.conv && p.conv_native) s += ", their inputs read in place (no channels-last copy)";
   if (p.gemm_reduce) s += ", reductions over their output columns or channels computed in their kernels";
-  if (p.conv_stats) s += ", the statistics of the norms after convolutions computed in their kernels";
+  if (p.conv_stats) s += ", the statistics of the norms (and the means over positions) after convolutions computed in their kernels";
   if (p.attention) s += ", attention as flash-style Triton kernels (split-TF32, online softmax)";
   if (p.recurrent) s += ", recurrent modules as Triton kernels launched per step (gate products and cell update fused)";
   if (p.library_reductions) s += ", reductions and norms left to PyTorch";

@@ -184,7 +184,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         ConvStatsTail stats;
         if (fk.stats) {
           stats.norm = &reds[*fk.stats].second;
-          if (!NormRowsOf(*stats.norm, gemms[k].second, &stats.rows)) {
+          if (!StatsRowsOf(*stats.norm, gemms[k].second, &stats.rows)) {
             return Status::Error("a norm whose statistics the convolution cannot compute");
           }
         }
@@ -221,7 +221,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       }
       case KernelKind::kReduction: {
         if (s.conv_of_stats.count(k)) {  // its statistics come from the convolution's kernel
-          st = EmitNormFromStatistics(reds[k].second, k, &kernel_src);
+          st = reds[k].second.kind == "mean" ? EmitMeanFromStatistics(reds[k].second, k, &kernel_src)
+                                             : EmitNormFromStatistics(reds[k].second, k, &kernel_src);
           break;
         }
         ReductionPrologue pro;

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 
+#include "builtin/conv_index.h"
 #include "builtin/conv_stats.h"
 #include "builtin/ewgen.h"
 #include "builtin/gemm_reduce.h"
@@ -13,206 +14,9 @@ namespace ax::builtin {
 
 using json = nlohmann::json;
 
+using namespace conv_index;  // NOLINT: the kernel's index arithmetic
+
 namespace {
-
-int64_t Product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
-std::string S(int64_t v) { return std::to_string(v); }
-
-// A transposed convolution with stride s > 1 along a dimension is computed
-// by phase: an output o = y * s + e (e = o mod s, the phase) is reached only
-// by the taps k with (e + pad - k * dil) divisible by s. With g = gcd(s, dil)
-// those are k = kf(e) + j * (s / g), j < nt(e) (none unless g divides
-// e + pad), from the inputs p = y + bs(e) - j * (dil / g), with kf(e) the
-// first such tap and bs(e) = (e + pad - kf(e) * dil) / s. Each phase is one
-// launch, its tap counts constants of the launch, so its loop visits only the
-// taps that reach it (about 1 / s of them per phased dimension at dilation
-// 1, fewer when the dilation shares a factor with the stride), where the
-// gather over every tap would mask the others to zero and still multiply
-// them.
-struct Phasing {
-  std::vector<bool> on;            // per dimension: phased
-  std::vector<int64_t> rows;       // per dimension: output rows per phase (ceil(out / s) if phased, else out)
-  std::vector<int64_t> tap_step;   // phased: s / g, the step between a phase's taps
-  std::vector<int64_t> input_step; // phased: dil / g, the step between their inputs
-  int64_t count = 1;               // phases: the product of the phased dimensions' strides
-  bool Any() const { return count > 1; }
-};
-
-Phasing PhasesOf(const ConvGeometry& c) {
-  Phasing ph;
-  for (int d = 0; d < c.dims; ++d) {
-    const bool on = c.transposed && c.stride[d] > 1;
-    const int64_t g = std::gcd(c.stride[d], c.dilation[d]);
-    ph.on.push_back(on);
-    ph.rows.push_back(on ? (c.out[d] + c.stride[d] - 1) / c.stride[d] : c.out[d]);
-    ph.tap_step.push_back(c.stride[d] / g);
-    ph.input_step.push_back(c.dilation[d] / g);
-    if (on) ph.count *= c.stride[d];
-  }
-  return ph;
-}
-
-// One phase along one dimension: its residue e, first tap kf, input offset
-// bs and tap count nt.
-struct PhaseDim {
-  int64_t e = 0, kf = 0, bs = 0, nt = 0;
-};
-
-// Phase p's values per phased dimension (the last phased dimension fastest).
-std::vector<PhaseDim> PhaseOf(const ConvGeometry& c, const Phasing& ph, int64_t p) {
-  std::vector<PhaseDim> out;
-  for (int d = c.dims - 1; d >= 0; --d) {
-    if (!ph.on[d]) continue;
-    const int64_t s = c.stride[d], dil = c.dilation[d];
-    PhaseDim v;
-    v.e = p % s;
-    p /= s;
-    v.kf = -1;
-    for (int64_t k = 0; k < ph.tap_step[d] && v.kf < 0; ++k) {
-      if ((v.e + c.padding[d] - k * dil) % s == 0) v.kf = k;
-    }
-    if (v.kf >= 0 && v.kf < c.kernel[d]) {
-      v.nt = (c.kernel[d] - v.kf + ph.tap_step[d] - 1) / ph.tap_step[d];
-      v.bs = (v.e + c.padding[d] - v.kf * dil) / s;  // exact
-    } else {
-      v.kf = 0;
-    }
-    out.insert(out.begin(), v);
-  }
-  return out;
-}
-
-// The tap index `tap` (a scalar, or a vector of the flattened loop) split
-// into per-dimension indices j<d> over the phase's tap counts (NT<d>, or the
-// kernel size where not phased), then k<d> (the weight's tap) and wtap (the
-// weight's flattened tap).
-void EmitPhasedTaps(const ConvGeometry& c, const Phasing& ph, const std::string& tap, PyWriter* w) {
-  const int D = c.dims;
-  std::string rest = tap;
-  for (int d = D - 1; d >= 0; --d) {
-    const std::string sd = S(d);
-    const std::string ext = ph.on[d] ? "NT" + sd : S(c.kernel[d]);
-    if (d == 0) {
-      w->Line("j0 = " + rest);
-    } else {
-      w->Line("j" + sd + " = " + rest + " % " + ext);
-      w->Line("g" + sd + " = " + rest + " // " + ext);
-      rest = "g" + sd;
-    }
-  }
-  std::string flat;
-  for (int d = 0; d < D; ++d) {
-    const std::string sd = S(d);
-    w->Line("k" + sd + " = " + (ph.on[d] ? "kf" + sd + " + j" + sd + " * " + S(ph.tap_step[d]) : "j" + sd));
-    flat = d == 0 ? "k0" : "(" + flat + ") * " + S(c.kernel[d]) + " + k" + sd;
-  }
-  w->Line("wtap = " + flat);
-}
-
-// The flattened tap index `tap` split into per-dimension taps k<d> over the
-// whole kernel (last dimension fastest), when no dimension is phased.
-void EmitTapSplit(const ConvGeometry& c, const std::string& tap, PyWriter* w) {
-  std::string rest = tap;
-  for (int d = c.dims - 1; d >= 0; --d) {
-    if (d == 0) {
-      w->Line("k0 = " + rest);
-    } else {
-      w->Line("k" + S(d) + " = " + rest + " % " + S(c.kernel[d]));
-      w->Line("q" + S(d) + " = " + rest + " // " + S(c.kernel[d]));
-      rest = "q" + S(d);
-    }
-  }
-}
-
-// A phased dimension's input offset of tap j: bs<d> - j<d> * (dil / g).
-std::string PhasedInputOffset(const Phasing& ph, int d, const std::string& j) {
-  const std::string sd = S(d);
-  return "bs" + sd + " - " + j + (ph.input_step[d] == 1 ? "" : " * " + S(ph.input_step[d]));
-}
-
-// The rows' coordinates: the batch index nb, the output position o<d> and
-// its flattened index sp (last dimension fastest). Phased, a row is
-// (batch, y) in its phase's grid: o<d> = y<d> * s + e<d>, with the phase's
-// residue e<d>, first tap kf<d> and input offset bs<d> (arguments of the
-// launch), its tap counts NT<d> and its main loop's trip count KT (constants
-// of the launch), and its number of taps ntaps; orow masks the rows past the
-// output (the last phases have fewer).
-void EmitRows(const ConvGeometry& c, const Phasing& ph, PyWriter* w) {
-  const int D = c.dims;
-  const int64_t per = Product(ph.rows);
-  w->Line("m = rm % M");
-  w->Line("nb = m // " + S(per));
-  w->Line("sp = m % " + S(per));
-  std::string rest = "sp";
-  for (int d = D - 1; d >= 0; --d) {
-    const std::string v = (ph.on[d] ? "y" : "o") + S(d);
-    if (d == 0) {
-      w->Line(v + " = " + rest);
-    } else {
-      w->Line(v + " = " + rest + " % " + S(ph.rows[d]));
-      w->Line("t" + S(d) + " = " + rest + " // " + S(ph.rows[d]));
-      rest = "t" + S(d);
-    }
-  }
-  if (!ph.Any()) return;
-  std::string ntaps, pos, orow;
-  for (int d = 0; d < D; ++d) {
-    const std::string sd = S(d);
-    if (ph.on[d]) {
-      w->Line("o" + sd + " = y" + sd + " * " + S(c.stride[d]) + " + e" + sd);
-      orow += (orow.empty() ? "" : " & ") + std::string("(o") + sd + " < " + S(c.out[d]) + ")";
-    }
-    const std::string ext = ph.on[d] ? "NT" + sd : S(c.kernel[d]);
-    ntaps = d == 0 ? ext : ntaps + " * " + ext;
-    pos = d == 0 ? "o0" : "(" + pos + ") * " + S(c.out[d]) + " + o" + sd;
-  }
-  w->Line("ntaps = " + ntaps);
-  w->Line("sp = " + pos + "  # the output position");
-  w->Line("orow = " + orow);
-}
-
-// Whether every tap of every output position reads inside the input along
-// dimension d (no padding reached), so that the kernel needs no bounds
-// masks there: forward p = o * s - pad + k * dil, stride-1 transposed
-// p = o + pad - k * dil. A phased dimension keeps its masks.
-bool InBounds(const ConvGeometry& c, const Phasing& ph, int d) {
-  if (ph.on[d]) return false;
-  const int64_t reach = (c.kernel[d] - 1) * c.dilation[d];
-  if (c.transposed) return c.padding[d] - reach >= 0 && c.out[d] - 1 + c.padding[d] < c.in[d];
-  return c.padding[d] == 0 && (c.out[d] - 1) * c.stride[d] + reach < c.in[d];
-}
-
-bool AllInBounds(const ConvGeometry& c, const Phasing& ph) {
-  if (ph.Any()) return false;
-  for (int d = 0; d < c.dims; ++d) {
-    if (!InBounds(c, ph, d)) return false;
-  }
-  return true;
-}
-
-// With every dimension in bounds, an input offset splits into a part of the
-// output position (rows: o * s - pad, or o + pad transposed) and a part of
-// the tap (columns: k * dil, or -k * dil transposed), each over the input's
-// spatial strides; `part` is "row" or "tap".
-std::string SplitOffset(const ConvGeometry& c, const std::string& part) {
-  std::string e;
-  for (int d = 0; d < c.dims; ++d) {
-    const std::string sd = S(d);
-    std::string t;
-    if (part == "row") {
-      t = c.transposed ? "(o" + sd + " + " + S(c.padding[d]) + ")" : "o" + sd + " * " + S(c.stride[d]);
-    } else {
-      t = std::string(c.transposed ? "-" : "") + "k" + sd + " * " + S(c.dilation[d]);
-    }
-    e = d == 0 ? t : "(" + e + ") * " + S(c.in[d]) + " + " + t;
-  }
-  return e;
-}
 
 // The main loop over k = (input channel, tap) flattened: a tile of k mixes
 // channels and taps, so a small number of input channels still fills BK.
@@ -398,10 +202,15 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
                 const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
   if (!ConvScheduleValid(op, s)) return Status::Error("a convolution schedule out of range");
   if (stats && ConvDirect(op)) return Status::Error("norm statistics in a direct convolution's kernel");
-  if (stats && (column || !NormRowsOf(*stats->norm, op, nullptr) || s.bm > ConvRowsPerImage(op))) {
+  if (stats && (column || !StatsRowsOf(*stats->norm, op, nullptr) || s.bm > ConvRowsPerImage(op))) {
     return Status::Error("norm statistics that the convolution's tiles do not hold");
   }
-  if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
+  // a pooling of the output in the kernel: its rows go window by window
+  const RedOp* pool = column && PoolsWindows(*column->op, op) ? column->op : nullptr;
+  if (pool && (stats || s.bm < PoolWindowSize(*pool))) {
+    return Status::Error("a pooling whose windows the convolution's tiles do not hold");
+  }
+  if (column && !pool && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
     return Status::Error("a channel reduction that one tile of the convolution does not hold");
   }
   const ConvGeometry& c = op.conv;
@@ -415,7 +224,8 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
   const int64_t OS = Product(c.out), KS = Product(c.kernel);
   const int64_t cin_g = c.cin / c.groups, ng = op.N;
   const Phasing ph = PhasesOf(c);
-  const int64_t rows = c.batch * Product(ph.rows);  // M: rows per group and phase
+  // M: rows per group and phase (pooled: the positions of whole windows)
+  const int64_t rows = pool ? c.batch * PooledPositions(*pool) * PoolWindowSize(*pool) : c.batch * Product(ph.rows);
   const bool wide = Product(op.out_shape) >= kInt32Elements || Product(op.in_shape) >= kInt32Elements;
   std::vector<std::string> params = {"a", "b", "bias"};
   const std::vector<std::string> outputs = KernelOutputs(epi, column);
@@ -473,8 +283,16 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       what += "; epilogue:";
       for (size_t j = 0; j < epi->nodes.size(); ++j) what += (j ? ", " : " ") + epi->ops.at(epi->nodes[j]).fn;
     }
-    if (column) what += "; then " + ColumnTailDescription(*column, "the output channels");
-    if (stats) what += "; then the " + stats->norm->norm_class + "'s partial statistics";
+    if (column) {
+      what += "; then " + ColumnTailDescription(*column, pool ? "windows of the output positions (rows in window order)"
+                                                              : "the output channels");
+    }
+    // a mean over the positions needs the partial sums alone: the output is not stored
+    const bool mean_only = stats && IsSpatialMean(*stats->norm, op);
+    if (stats) {
+      what += mean_only ? "; then the partial means over the positions (the output itself is not stored)"
+                        : "; then the " + stats->norm->norm_class + "'s partial statistics";
+    }
     w.Line(what);
     w.Line("pid = tl.program_id(0)");
     w.Line("grp = tl.program_id(1)");
@@ -489,7 +307,11 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     w.Line("rn = pid_n * BN + tl.arange(0, BN)");
     w.Line("rk = tl.arange(0, BK)");
     w.Line("# rows and channels past the edge wrap around (valid addresses); their results are not stored");
-    EmitRows(c, ph, &w);
+    if (pool) {
+      EmitWindowRows(c, *pool, &w);
+    } else {
+      EmitRows(c, ph, &w);
+    }
     w.Line("co = grp * NG + rn % NG");
     w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
     if (ConvDirect(op)) {
@@ -504,13 +326,22 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
     w.Line(std::string("offs = (nb") + (wide ? ".to(tl.int64)" : "") + "[:, None] * " + S(c.cout) +
            " + co[None, :]) * " + S(OS) + " + sp[:, None]");
     ColumnStore cs;
-    if (column) {
+    if (pool) {
+      // one value per (batch, channel, pooled position)
+      const int64_t W = PoolWindowSize(*pool), Q = PooledPositions(*pool), MP = c.batch * Q;
+      w.Line("pr = pid_m * (BM // " + S(W) + ") + tl.arange(0, BM // " + S(W) + ")  # pooled rows (batch, position)");
+      cs = {*column,
+            "(((pr % " + S(MP) + ") // " + S(Q) + (wide ? ").to(tl.int64)" : ")") + "[:, None] * " + S(c.cout) +
+                " + co[None, :]) * " + S(Q) + " + (pr % " + S(Q) + ")[:, None]",
+            "(pr < " + S(MP) + ")[:, None] & (rn < NG)[None, :]", "", "windows"};
+      cs.window = W;
+    } else if (column) {
       // one value per (batch, output position)
       cs = {*column, std::string("nb") + (wide ? ".to(tl.int64)" : "") + " * " + S(OS) + " + sp",
             std::string("(rm < M)") + (ph.Any() ? " & orow" : ""), "(rn < NG)[None, :]", "output channels"};
     }
     std::string value;
-    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, &value);
+    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, &value, !mean_only);
     if (!st.ok()) return st;
     if (stats) EmitTileStatistics(op, ph.Any(), value, &w);
   }

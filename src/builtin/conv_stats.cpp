@@ -45,6 +45,34 @@ bool NormRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows) {
   return true;
 }
 
+bool IsSpatialMean(const RedOp& r, const GemmOp& op) {
+  if (r.kind != "mean" || !op.IsConv() || r.in_shape != op.out_shape) return false;
+  std::vector<int> spatial;
+  for (int d = 0; d < op.conv.dims; ++d) spatial.push_back(d + 2);
+  Geometry want;
+  return MakeGeometry(op.out_shape, spatial, &want) && want == r.geo;
+}
+
+bool StatsRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows) {
+  if (NormRowsOf(r, op, rows)) return true;
+  if (!IsSpatialMean(r, op)) return false;
+  if (rows) rows->groups = op.conv.cout;
+  return true;
+}
+
+Status EmitMeanFromStatistics(const RedOp& op, size_t k, std::string* src) {
+  if (op.kind != "mean") return Status::Error("partial means given to a " + op.kind);
+  PyWriter w;
+  {
+    auto def = w.Open("def _ax_red" + S(static_cast<int64_t>(k)) + "(x, st):");
+    w.Line("# the mean over every position of each image's channel: the means merged from the convolution's "
+           "partials (its output x was not written)");
+    w.Line("return st[0].view(" + PyShape(op.out_shape) + ")");
+  }
+  *src += w.str() + "\n\n";
+  return Status::Ok();
+}
+
 std::map<size_t, size_t> FormConvStats(const Graph& g, const std::vector<Group>& groups,
                                        const std::vector<std::pair<int, RedOp>>& reds,
                                        const std::vector<std::pair<int, GemmOp>>& gemms,
@@ -64,7 +92,7 @@ std::map<size_t, size_t> FormConvStats(const Graph& g, const std::vector<Group>&
     for (size_t r = 0; r < reds.size(); ++r) {
       NormRows rows;
       if (skip.count(r) || reds[r].first != tn->users[0] || reds[r].second.input != t) continue;
-      if (!NormRowsOf(reds[r].second, op, &rows)) continue;
+      if (!StatsRowsOf(reds[r].second, op, &rows)) continue;
       out[k] = r;
       break;
     }
@@ -112,7 +140,8 @@ void EmitStatsMerge(const GemmOp& op, const GemmSchedule& s, const ConvStatsTail
   w.Line("@triton.jit");
   {
     auto def = w.Open("def _ax_gemm" + S(static_cast<int64_t>(k)) + "_stats_merge(pc, pm, pq, mean, var):");
-    w.Line("# " + tail.norm->norm_class + " row r's mean and biased variance from the partials of the tiles " +
+    w.Line("# " + (tail.norm->kind == "mean" ? std::string("the mean's") : tail.norm->norm_class) +
+           " row r's mean and biased variance from the partials of the tiles " +
            "holding its elements (Chan's parallel formula)");
     w.Line("r = tl.program_id(0)");
     // The partials of row r, as [A, B] blocks: `index` lines set slot

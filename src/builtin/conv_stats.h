@@ -13,7 +13,10 @@
 // partials (Chan's parallel formula: exact, no cancellation between large
 // sums) into its mean and biased variance, and the norm's apply reads the
 // output once. Without this, a statistics kernel reads the whole output
-// first: one pass over the largest tensor of the forward less. A direct
+// first: one pass over the largest tensor of the forward less. A mean over
+// every position of each image's channels (a global average pool) takes the
+// merged means as its result, and the convolution's output is not stored at
+// all: two passes less. A direct
 // (depthwise) convolution, conv.h's ConvDirect, does not take part.
 #pragma once
 
@@ -47,7 +50,16 @@ struct NormRows {
 // above); *rows (when given) says how.
 bool NormRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows);
 
-// Convolution -> the norm whose statistics its kernel computes: the norm
+// Whether r is a mean of op's output over every spatial dimension (a global
+// average pool: one value per image and channel). Its rows are instance-norm
+// rows (groups = C): the merged partial means are its result, and the
+// convolution's output is then never stored.
+bool IsSpatialMean(const RedOp& r, const GemmOp& op);
+// NormRowsOf, or IsSpatialMean (rows->groups = C): r takes its statistics
+// from op's kernel.
+bool StatsRowsOf(const RedOp& r, const GemmOp& op, NormRows* rows);
+
+// Convolution -> the norm (or spatial mean) whose statistics its kernel computes: the norm
 // reads the convolution's output (no epilogue) or its epilogue group's one
 // output, nothing else reads that tensor, and an image holds at least 16 of
 // the kernel's rows. Reductions in skip are left alone.
@@ -65,6 +77,11 @@ struct ConvStatsTail {
   const RedOp* norm = nullptr;
   NormRows rows;
 };
+
+// The launcher `_ax_red<k>(x, st)` of a spatial mean (IsSpatialMean) whose
+// statistics st = (mean, var) a convolution's kernel computed: the means in
+// op's output shape (x, the unwritten output, is not read).
+Status EmitMeanFromStatistics(const RedOp& op, size_t k, std::string* src);
 
 // The partial buffers' slots: two per tile (the images of its first and of
 // its last row), tiles numbered phase by phase.

@@ -90,13 +90,11 @@ void AppendKernelInputs(const Group* epi, size_t self, const ColumnTail* column,
 }
 
 Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column,
-                            std::string* value) {
+                            std::string* value, bool store) {
   if (value) *value = "acc";
   if (!epi) {
     if (column) return EmitColumnReduction(g, *column, "acc", w);
-    {
-      w->Line("tl.store(out0 + offs, acc, mask=mask)");
-    }
+    if (store) w->Line("tl.store(out0 + offs, acc, mask=mask)");
     return Status::Ok();
   }
   std::map<std::string, std::string> names;
@@ -116,7 +114,7 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
     if (epi->outputs.size() != 1) return Status::Error("a column reduction after an epilogue of several outputs");
     return EmitColumnReduction(g, *column, names.at(epi->outputs[0]), w);
   }
-  for (size_t i = 0; i < epi->outputs.size(); ++i) {
+  for (size_t i = 0; store && i < epi->outputs.size(); ++i) {
     w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
   }
   if (value) *value = names.at(epi->outputs[0]);

@@ -77,9 +77,10 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 struct ColumnStore;
 struct ColumnTail;
 // *value (when given) names the variable holding the stored tile of the
-// epilogue's first output (or acc).
+// epilogue's first output (or acc). store false: the tile is computed but
+// not stored (what follows in the kernel reads *value).
 Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w,
-                            const ColumnStore* column = nullptr, std::string* value = nullptr);
+                            const ColumnStore* column = nullptr, std::string* value = nullptr, bool store = true);
 
 // A GEMM kernel's outputs (out<i>): the epilogue's, or C; with a column
 // reduction, its value or the outputs of the group after it.

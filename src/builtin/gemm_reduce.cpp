@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "builtin/conv.h"
 #include "builtin/ewgen.h"
 
 namespace ax::builtin {
@@ -15,11 +16,6 @@ bool ColumnKind(const std::string& kind) {
 
 // A softmax's value has the tile's shape; the others one value per row.
 bool TileShaped(const RedOp& op) { return op.kind == "softmax" || op.kind == "log_softmax"; }
-
-bool SameGeometry(const Geometry& a, const Geometry& b) {
-  return a.rows == b.rows && a.R == b.R && a.RD == b.RD && a.S1 == b.S1 && a.S2 == b.S2 && a.IN == b.IN &&
-         a.S3 == b.S3;
-}
 
 int64_t Pow2AtLeast(int64_t v) {
   int64_t p = 1;
@@ -36,8 +32,28 @@ bool ReducesColumns(const RedOp& r, const GemmOp& op) {
   if (op.IsConv() && op.conv.groups != 1) return false;  // the channels span program axis 1
   const int dim = op.IsConv() ? 1 : static_cast<int>(op.out_shape.size()) - 1;
   Geometry want;
-  return MakeGeometry(op.out_shape, {dim}, &want) && SameGeometry(want, r.geo);
+  return MakeGeometry(op.out_shape, {dim}, &want) && want == r.geo;
 }
+
+bool IsPool(const RedOp& r) { return r.kind == "maxpool" || r.kind == "avgpool"; }
+
+int64_t PoolWindowSize(const RedOp& r) {
+  int64_t w = 1;
+  for (int64_t k : r.pool_k) w *= k;
+  return w;
+}
+
+bool PoolsWindows(const RedOp& r, const GemmOp& op) {
+  if (!IsPool(r) || !op.IsConv() || r.pool_adaptive || r.pool_ceil || r.in_shape != op.out_shape) return false;
+  if (ConvPhases(op) != 1 || static_cast<int>(r.pool_k.size()) != op.conv.dims) return false;
+  for (size_t d = 0; d < r.pool_k.size(); ++d) {
+    if (r.pool_s[d] != r.pool_k[d] || r.pool_p[d] != 0 || (!r.pool_d.empty() && r.pool_d[d] != 1)) return false;
+  }
+  const int64_t w = PoolWindowSize(r);
+  return w >= 2 && w <= kPoolWindowMax && (w & (w - 1)) == 0;
+}
+
+bool ReducesInTile(const RedOp& r, const GemmOp& op) { return ReducesColumns(r, op) || PoolsWindows(r, op); }
 
 std::map<size_t, ColumnFusion> FormColumnReductions(const Graph& g, const std::vector<Group>& groups,
                                                     const std::vector<std::pair<int, RedOp>>& reds,
@@ -62,7 +78,7 @@ std::map<size_t, ColumnFusion> FormColumnReductions(const Graph& g, const std::v
     if (!xn || xn->users.size() != 1) continue;
     for (size_t r = 0; r < reds.size(); ++r) {
       const auto& [ni, op] = reds[r];
-      if (skip.count(r) || op.input != x || !ReducesColumns(op, gemms[k].second)) continue;
+      if (skip.count(r) || op.input != x || !ReducesInTile(op, gemms[k].second)) continue;
       // the reader: the reduction itself, or the max/min it absorbs
       const int reader = op.absorbed.empty() ? ni : g.index.at(op.absorbed.front());
       if (xn->users[0] != reader) continue;
@@ -89,7 +105,11 @@ std::map<size_t, ColumnFusion> FormColumnReductions(const Graph& g, const std::v
   return out;
 }
 
-GemmSchedule WithColumnTile(GemmSchedule s, const GemmOp& op) {
+GemmSchedule WithColumnTile(GemmSchedule s, const GemmOp& op, const RedOp& r) {
+  if (IsPool(r)) {
+    while (s.bm < PoolWindowSize(r)) s.bm *= 2;
+    return s;
+  }
   const int64_t n = op.IsConv() ? op.conv.cout : op.out_shape.back();
   const int bn = static_cast<int>(std::max<int64_t>(16, Pow2AtLeast(n)));
   if (bn != s.bn) {
@@ -137,7 +157,34 @@ std::vector<int64_t> ColumnOutShape(const ColumnTail& tail) {
 
 size_t ColumnOutputs(const ColumnTail& tail) { return tail.post ? tail.post->outputs.size() : 1; }
 
+namespace {
+// The reduction's value `cr` of a column reduction, and where it is stored.
+void EmitColumnReductionValue(const ColumnStore& cs, const std::string& value, PyWriter* w);
+Status EmitColumnPost(const Graph& g, const ColumnStore& cs, PyWriter* w);
+}  // namespace
+
 Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, const std::string& value, PyWriter* w) {
+  const RedOp& op = *cs.tail.op;
+  const std::string& kind = op.kind;
+  if (IsPool(op)) {
+    const std::string win = std::to_string(cs.window);
+    if (cs.window != PoolWindowSize(op)) return Status::Error("a pooling's window that the tile rows do not follow");
+    w->Line("# " + kind + " over windows of " + win + " output positions (" + win +
+            " consecutive rows each), in this tile: the full output is never written");
+    w->Line("pv = tl.reshape(" + value + ", (BM // " + win + ", " + win + ", BN))");
+    // NaN wins in a max, as in PyTorch
+    w->Line(std::string("cr = ") + (kind == "maxpool" ? "_ax_nanmax(pv, 1)" : "tl.sum(pv, axis=1) / " + win + ".0"));
+    w->Line("offs = " + cs.rows);
+    w->Line("mask = " + cs.rmask);
+  } else {
+    EmitColumnReductionValue(cs, value, w);
+  }
+  return EmitColumnPost(g, cs, w);
+}
+
+namespace {
+
+void EmitColumnReductionValue(const ColumnStore& cs, const std::string& value, PyWriter* w) {
   const RedOp& op = *cs.tail.op;
   const int64_t n = op.geo.R;
   const std::string& kind = op.kind;
@@ -172,6 +219,11 @@ Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, const std::str
     w->Line("offs = " + cs.rows);
     w->Line("mask = " + cs.rmask);
   }
+}
+
+// The post group on the reduced value `cr` at `offs` under `mask`, and the
+// stores (of `cr` itself without one).
+Status EmitColumnPost(const Graph& g, const ColumnStore& cs, PyWriter* w) {
   const Group* post = cs.tail.post;
   if (!post) {
     w->Line("tl.store(out0 + offs, cr, mask=mask)");
@@ -195,5 +247,7 @@ Status EmitColumnReduction(const Graph& g, const ColumnStore& cs, const std::str
   }
   return Status::Ok();
 }
+
+}  // namespace
 
 }  // namespace ax::builtin

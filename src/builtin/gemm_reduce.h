@@ -1,5 +1,5 @@
-// Reductions over a GEMM's or convolution's output columns computed in its
-// kernel (plan `gemm_reduce`).
+// Reductions over a GEMM's or convolution's output columns, and poolings of
+// a convolution's output, computed in its kernel (plan `gemm_reduce`).
 //
 // A sum, mean, max, min, logsumexp, softmax or log_softmax over the N
 // columns of a matrix product's output (its last dimension), or over a
@@ -11,6 +11,13 @@
 // nor read back; a softmax stores its tile once. The elementwise group that
 // alone reads the reduction's value (tanh(min(...)), sigmoid(softmax(...) +
 // b)) runs there too, before the one store.
+//
+// A max or average pooling over every spatial dimension of a convolution's
+// output in disjoint windows (kernel = stride, no padding, dilation 1, floor
+// mode) of 2 to 64 positions, a power of two, runs there too: the kernel's
+// rows are ordered window by window (conv.h), so a [BM, BN] tile holds BM / W
+// whole windows of W positions; it reduces them and stores the pooled tensor
+// (positions past the last whole window are never computed).
 #pragma once
 
 #include <map>
@@ -35,6 +42,16 @@ inline constexpr int64_t kColumnReductionMaxN = 256;
 // tile can hold them.
 bool ReducesColumns(const RedOp& r, const GemmOp& op);
 
+// The widest pooling window a convolution's kernel reduces.
+inline constexpr int64_t kPoolWindowMax = 64;
+// Whether r pools convolution op's output in windows its kernel's tiles hold
+// (above); not a transposed convolution computed by output phase.
+bool PoolsWindows(const RedOp& r, const GemmOp& op);
+// Output positions per window of a pooling (the product of its kernel).
+int64_t PoolWindowSize(const RedOp& r);
+// ReducesColumns or PoolsWindows: r runs in op's kernel.
+bool ReducesInTile(const RedOp& r, const GemmOp& op);
+
 // A reduction over a GEMM's columns, computed in its kernel, and the group
 // run on its value there (none: post == kNoPost).
 inline constexpr size_t kNoPost = static_cast<size_t>(-1);
@@ -55,8 +72,9 @@ std::map<size_t, ColumnFusion> FormColumnReductions(const Graph& g, const std::v
                                                     const std::set<size_t>& taken, const std::set<size_t>& skip);
 
 // s with BN widened (or narrowed) to hold all of op's columns in one tile;
-// BK and then the stages shrink while the tiles overflow shared memory.
-GemmSchedule WithColumnTile(GemmSchedule s, const GemmOp& op);
+// BK and then the stages shrink while the tiles overflow shared memory. For a
+// pooling r: BM raised to one window at least, the rest as it is.
+GemmSchedule WithColumnTile(GemmSchedule s, const GemmOp& op, const RedOp& r);
 
 // What a GEMM's kernel computes after its epilogue: the reduction over its
 // columns (node: the reduction's graph node) and the group run on its value.
@@ -69,11 +87,14 @@ struct ColumnTail {
 // Where a GEMM kernel stores a column reduction: `rows` the [BM] flat index
 // of each tile row's value in the output, `rmask` the rows it stores, `cols`
 // the [1, BN] columns that hold data. A softmax stores at the tile's `offs`
-// under `mask`.
+// under `mask`. A pooling: `window` positions per window (consecutive rows),
+// `rows` the [BM / window, BN] offsets of the pooled values and `rmask` their
+// mask.
 struct ColumnStore {
   ColumnTail tail;
   std::string rows, rmask, cols;
   std::string noun = "columns";  // what the columns are, for the kernel's comment
+  int64_t window = 0;
 };
 
 // Kernel lines reducing `value` ([BM, BN]) over its columns as cs.tail.op

@@ -39,6 +39,7 @@ namespace ax::builtin {
 struct Geometry {
   int64_t rows = 1, R = 1, RD = 1, S1 = 0, S2 = 0, IN = 1, S3 = 0;
   int64_t numel() const { return rows * R; }
+  bool operator==(const Geometry&) const = default;
 };
 
 // x's shape with the dimensions in `reduced` reduced: false when neither the

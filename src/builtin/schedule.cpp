@@ -237,7 +237,9 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   w.gsched.resize(s.gemms.size());
   for (size_t k = 0; k < s.gemms.size(); ++k) {
     w.gsched[k] = GemmScheduleFor(plan, k, s.gemms[k].second);
-    if (s.column_of.count(k)) w.gsched[k] = WithColumnTile(w.gsched[k], s.gemms[k].second);
+    if (auto c = s.column_of.find(k); c != s.column_of.end()) {
+      w.gsched[k] = WithColumnTile(w.gsched[k], s.gemms[k].second, reds[c->second.red].second);
+    }
     if (s.stats_of.count(k)) w.gsched[k] = WithStatsTile(w.gsched[k], s.gemms[k].second);
   }
   w.asched.resize(s.attns.size());

@@ -1,6 +1,6 @@
 // Norm statistics in a convolution's kernel without Python
 // (src/builtin/conv_stats.cpp): which norms' rows are whole channel blocks of
-// the output, the rows per image of a phased launch, the tile that keeps a
+// the output, which means over the positions take them, the rows per image of a phased launch, the tile that keeps a
 // tile within two images, the partials' slots, and the merge's lines.
 #include <gtest/gtest.h>
 
@@ -69,6 +69,38 @@ TEST(ConvStats, NormRowsAreWholeChannelBlocks) {
   GemmOp linear = conv;
   linear.conv.dims = 0;
   EXPECT_FALSE(NormRowsOf(Norm("GroupNorm", conv.out_shape, 4), linear, &rows)) << "a matrix product";
+}
+
+// A mean of x over dims, with MakeGeometry's geometry.
+RedOp Mean(const std::vector<int64_t>& x, const std::vector<int>& dims) {
+  RedOp r;
+  r.kind = "mean";
+  r.in_shape = x;
+  r.out_shape = x;
+  for (int d : dims) r.out_shape[static_cast<size_t>(d)] = 1;
+  EXPECT_TRUE(MakeGeometry(x, dims, &r.geo));
+  return r;
+}
+
+TEST(ConvStats, SpatialMeansTakeInstanceNormRows) {
+  const GemmOp conv = Conv(16);
+  NormRows rows;
+  EXPECT_TRUE(IsSpatialMean(Mean(conv.out_shape, {2, 3}), conv));
+  ASSERT_TRUE(StatsRowsOf(Mean(conv.out_shape, {2, 3}), conv, &rows));
+  EXPECT_EQ(rows.groups, 16) << "one row per image and channel";
+  ASSERT_TRUE(StatsRowsOf(Norm("GroupNorm", conv.out_shape, 4), conv, &rows));
+  EXPECT_EQ(rows.groups, 4) << "norms as NormRowsOf says";
+  EXPECT_FALSE(IsSpatialMean(Mean(conv.out_shape, {3}), conv)) << "one spatial dimension";
+  EXPECT_FALSE(IsSpatialMean(Mean(conv.out_shape, {1, 2, 3}), conv)) << "the channels too";
+  EXPECT_FALSE(IsSpatialMean(Mean({2, 16, 10, 12}, {2, 3}), conv)) << "another tensor's shape";
+  RedOp sum = Mean(conv.out_shape, {2, 3});
+  sum.kind = "sum";
+  EXPECT_FALSE(StatsRowsOf(sum, conv, &rows)) << "a sum is not computed from the partial means";
+  std::string src;
+  EXPECT_TRUE(EmitMeanFromStatistics(Mean(conv.out_shape, {2, 3}), 4, &src).ok());
+  EXPECT_NE(src.find("def _ax_red4(x, st):"), std::string::npos) << src;
+  EXPECT_NE(src.find("return st[0].view([2, 16, 1, 1])"), std::string::npos) << src;
+  EXPECT_FALSE(EmitMeanFromStatistics(sum, 4, &src).ok());
 }
 
 TEST(ConvStats, PhasedLaunchesCountTheirOwnRows) {

@@ -705,7 +705,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/valid_convs.py", "tests/corpus/builtin/column_reductions.py",
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
                           "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py",
-                          "tests/corpus/builtin/depthwise_convs.py"}) {
+                          "tests/corpus/builtin/depthwise_convs.py", "tests/corpus/builtin/conv_pools.py",
+                          "tests/corpus/builtin/conv_means.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1332,6 +1333,67 @@ TEST_F(BuiltinJudge, ColumnReductionsRunInTheGemmKernel) {
   EXPECT_EQ(Occurrences(forward, " = _ax_red"), 4u) << "h (twice), i and j keep their reductions\n" << src;
   EXPECT_EQ(Occurrences(forward, " = _ax_launch"), 1u) << "only h's addition is a kernel of its own\n" << src;
   ConvVariantsPass(t, g, plan, 12, src);
+}
+// Poolings of a convolution's output in disjoint windows run on the
+// accumulator tile, its rows ordered window by window: after an epilogue
+// (the last row in no window), with a sigmoid and a sum after them, 3-d, a
+// grouped convolution's with a broadcast bias after it, 1-d, a direct
+// (depthwise), a tap-major and a stride-1 transposed convolution's.
+// Overlapping windows, a padded pooling and a convolution read twice keep
+// their pooling kernels. Default tiles, small tiles (BM raised to a window)
+// and inputs read in place are all correct.
+TEST_F(BuiltinJudge, PoolingsRunInTheConvolutionKernel) {
+  TaskRef t = Task("tests/corpus/builtin/conv_pools.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  EXPECT_EQ(CountColumnReductions(g, plan), 8);
+  plan.gemm_reduce = true;
+  const FusedSchedule s = Schedule(g, plan);
+  ASSERT_EQ(s.gemms.size(), 11u);
+  EXPECT_EQ(s.column_of.size(), 8u);
+  EXPECT_EQ(s.gemm_of_post.size(), 2u) << "sigmoid(avg) and tanh(avg * 2 + bias)";
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "consecutive rows each), in this tile: the full output is never written"), 8u) << src;
+  EXPECT_NE(src.find("then avgpool over windows of the output positions (rows in window order), then sigmoid"),
+            std::string::npos)
+      << src;
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, " = _ax_red"), 5u) << "b's sum; h, i and j's poolings; j's mean\n" << src;
+  ConvVariantsPass(t, g, plan, 11, src);
+  plan.gsched.assign(11, GemmSchedule{16, 16, 8, 1, 4, 1});
+  const FusedSchedule small = Schedule(g, plan);
+  for (const auto& [k, f] : small.column_of) {
+    EXPECT_GE(small.resolved.gsched[k].bm, PoolWindowSize(small.reds[f.red].second)) << "a tile holds whole windows";
+  }
+  AllPlansPass("tests/corpus/builtin/conv_pools.py", 1);  // every large step, and a small one, through the proposer
+}
+// Means over every position of a convolution's output (global average
+// pools) take the merged partial means of the convolution's kernel (plan
+// conv_stats), and the output is never stored: after a GELU epilogue, 3-d,
+// and a strided transposed convolution's (partials by phase); a mean over one
+// dimension and a convolution read twice keep their reduction kernels.
+// Default and small tiles, and inputs read in place, are all correct.
+TEST_F(BuiltinJudge, SpatialMeansComeFromTheConvolutionsPartials) {
+  TaskRef t = Task("tests/corpus/builtin/conv_means.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  EXPECT_EQ(CountConvStats(g, plan), 3);
+  plan.conv_stats = true;
+  const FusedSchedule s = Schedule(g, plan);
+  ASSERT_EQ(s.gemms.size(), 5u);
+  EXPECT_EQ(s.stats_of.size(), 3u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "(the output itself is not stored)"), 3u) << src;
+  EXPECT_EQ(Occurrences(src, "the means merged from the convolution's partials"), 3u) << src;
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, ", _ax_stats"), 3u * 2) << "returned by the convolution, read by the mean\n" << src;
+  ConvVariantsPass(t, g, plan, 5, src);
 }
 // Norm statistics computed in the convolution's kernel (plan conv_stats):
 // five of the seven norms qualify; each then has no statistics kernel of its
