@@ -25,13 +25,21 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string Var(const std::string& node) { return "v_" + node; }
+// The forward's variable of a graph node. With `uses`, the name is recorded
+// there: the forward's statements note the variables they name, and each is
+// deleted after the last statement naming it (`del`), so that PyTorch's
+// caching allocator reuses its memory for what the forward allocates next.
+std::string Var(const std::string& node, std::set<std::string>* uses = nullptr) {
+  std::string v = "v_" + node;
+  if (uses) uses->insert(v);
+  return v;
+}
 
 
 // A Python expression for a traced argument (fallback PyTorch calls).
-Status RenderArg(const json& a, std::string* out) {
+Status RenderArg(const json& a, std::string* out, std::set<std::string>* uses = nullptr) {
   if (a.contains("node")) {
-    *out = Var(a["node"].get<std::string>());
+    *out = Var(a["node"].get<std::string>(), uses);
     return Status::Ok();
   }
   bool tup = a.contains("tuple");
@@ -40,7 +48,7 @@ Status RenderArg(const json& a, std::string* out) {
     const json& items = tup ? a["tuple"] : a["list"];
     for (const auto& x : items) {
       std::string e;
-      Status st = RenderArg(x, &e);
+      Status st = RenderArg(x, &e, uses);
       if (!st.ok()) return st;
       s += e + ", ";
     }
@@ -51,7 +59,7 @@ Status RenderArg(const json& a, std::string* out) {
     std::string s = "{";
     for (const auto& [k, v] : a["dict"].items()) {
       std::string e;
-      Status st = RenderArg(v, &e);
+      Status st = RenderArg(v, &e, uses);
       if (!st.ok()) return st;
       s += json(k).dump() + ": " + e + ", ";
     }
@@ -65,17 +73,17 @@ Status RenderArg(const json& a, std::string* out) {
   return Status::Error("an argument has no Python form (" + a.value("unrepresentable", std::string("?")) + ")");
 }
 
-Status RenderCallArgs(const Node& n, size_t skip, std::string* out) {
+Status RenderCallArgs(const Node& n, size_t skip, std::string* out, std::set<std::string>* uses = nullptr) {
   std::string s;
   for (size_t i = skip; i < n.args.size(); ++i) {
     std::string e;
-    Status st = RenderArg(n.args[i], &e);
+    Status st = RenderArg(n.args[i], &e, uses);
     if (!st.ok()) return st;
     s += (s.empty() ? "" : ", ") + e;
   }
   for (const auto& [k, v] : n.kwargs.items()) {
     std::string e;
-    Status st = RenderArg(v, &e);
+    Status st = RenderArg(v, &e, uses);
     if (!st.ok()) return st;
     s += (s.empty() ? "" : ", ") + k + "=" + e;
   }
@@ -103,14 +111,18 @@ std::string AttrExpr(const std::string& path) {
 }
 
 // The variable holding norm k's (mean, var), computed by a convolution's kernel.
-std::string StatsVar(size_t k) { return "_ax_stats" + std::to_string(k); }
+std::string StatsVar(size_t k, std::set<std::string>* uses = nullptr) {
+  std::string v = "_ax_stats" + std::to_string(k);
+  if (uses) uses->insert(v);
+  return v;
+}
 
 // The launcher's second argument: the Linear module or the other matrix.
 // A convolution's: its weight and bias (a module's, or a functional one's nodes).
-std::string GemmSecond(const GemmOp& op) {
+std::string GemmSecond(const GemmOp& op, std::set<std::string>* uses) {
   if (op.IsConv() && !op.module.empty()) return AttrExpr(op.module) + ".weight, " + AttrExpr(op.module) + ".bias";
-  if (op.IsConv()) return Var(op.weight) + ", " + (op.bias.empty() ? "None" : Var(op.bias));
-  return op.module.empty() ? Var(op.other) : AttrExpr(op.module);
+  if (op.IsConv()) return Var(op.weight, uses) + ", " + (op.bias.empty() ? "None" : Var(op.bias, uses));
+  return op.module.empty() ? Var(op.other, uses) : AttrExpr(op.module);
 }
 
 }  // namespace
@@ -261,20 +273,23 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (!needed) dropped.insert(static_cast<int>(i));
   }
 
+  // The variables the statement being written names (Var's `uses`).
+  std::set<std::string> uses;
+
   // The launch of GEMM or convolution gk: its input and weight (or module),
   // its epilogue's other inputs, and those of the group run on its column
   // reduction's value.
   auto gemm_call = [&](size_t gk) {
     const GemmOp& op = gemms[gk].second;
-    std::string call = "_ax_gemm" + std::to_string(gk) + "(" + Var(op.input) + ", " + GemmSecond(op);
+    std::string call = "_ax_gemm" + std::to_string(gk) + "(" + Var(op.input, &uses) + ", " + GemmSecond(op, &uses);
     if (auto e = epilogue_of.find(gk); e != epilogue_of.end()) {
       for (const auto& in : groups[e->second].inputs) {
-        if (in != g.nodes[gemms[gk].first].name) call += ", " + Var(in);
+        if (in != g.nodes[gemms[gk].first].name) call += ", " + Var(in, &uses);
       }
     }
     if (auto c = s.column_of.find(gk); c != s.column_of.end() && c->second.has_post()) {
       for (const auto& in : groups[c->second.post].inputs) {
-        if (in != g.nodes[reds[c->second.red].first].name) call += ", " + Var(in);
+        if (in != g.nodes[reds[c->second.red].first].name) call += ", " + Var(in, &uses);
       }
     }
     return call + ")";
@@ -283,21 +298,29 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   // The norm statistics a convolution's launch returns too (conv_stats.h).
   auto stats_lhs = [&](size_t gk) {
     const auto st = s.stats_of.find(gk);
-    return st == s.stats_of.end() ? std::string() : ", " + StatsVar(st->second);
+    return st == s.stats_of.end() ? std::string() : ", " + StatsVar(st->second, &uses);
   };
 
   std::vector<std::string> params;
   std::string first_tensor;  // the first tensor input: where constants are rebuilt
   // The forward's statements, at the depth of `def forward`'s body.
-  PyWriter fwd(2);
+  // The forward's statements, each with the variables it names.
+  struct Statement {
+    std::string text;
+    std::set<std::string> uses;
+    bool returns = false;
+  };
+  std::vector<Statement> stmts;
   std::ostringstream body;  // the statement being written
-  auto end_statement = [&] {
-    fwd.Line(body.str());
+  auto end_statement = [&](bool returns = false) {
+    stmts.push_back({body.str(), std::move(uses), returns});
+    uses.clear();
     body.str("");
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    const std::string v = Var(n.name);
+    const std::string v = Var(n.name);  // written as the statement's target, not a use
+    uses.clear();
     if (n.op == "placeholder") {
       if (!IsIdent(n.target)) return Status::Error("forward takes variadic arguments (" + n.target + ")");
       params.push_back(v);
@@ -313,9 +336,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         const auto c = s.column_of.find(gk);
         if (c != s.column_of.end() && c->second.has_post()) continue;
         if (c != s.column_of.end()) {
-          body << Var(g.nodes[reds[c->second.red].first].name);  // the reduction's value, computed there too
+          body << Var(g.nodes[reds[c->second.red].first].name, &uses);  // the reduction's value, computed there too
         } else {
-          for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+          for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j], &uses);
         }
         body << stats_lhs(gk) << " = " << gemm_call(gk);
         end_statement();
@@ -323,7 +346,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       }
       if (auto gp = s.gemm_of_post.find(it->second); gp != s.gemm_of_post.end()) {
         // run on the value of the reduction over a GEMM's columns, in the GEMM's kernel, launched here
-        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j], &uses);
         body << " = " << gemm_call(gp->second);
         end_statement();
         continue;
@@ -334,31 +357,31 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         if (const RedEpi& re = epi_of.at(e->second); re.has_pre()) {
           skip_in.insert(groups[re.pre].outputs.begin(), groups[re.pre].outputs.end());
         }
-        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+        for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j], &uses);
         body << " = _ax_red" << e->second << "(";
         if (auto p = prologue_of.find(e->second); p != prologue_of.end()) {
           const Group& pg = groups[p->second];
-          for (size_t j = 0; j < pg.inputs.size(); ++j) body << (j ? ", " : "") << Var(pg.inputs[j]);
+          for (size_t j = 0; j < pg.inputs.size(); ++j) body << (j ? ", " : "") << Var(pg.inputs[j], &uses);
         } else {
-          body << Var(reds[e->second].second.input);
+          body << Var(reds[e->second].second.input, &uses);
         }
         for (const auto& in : grp.inputs) {
-          if (!skip_in.count(in)) body << ", " << Var(in);
+          if (!skip_in.count(in)) body << ", " << Var(in, &uses);
         }
         body << ")";
         end_statement();
         continue;
       }
       if (inside.count(it->second)) continue;  // computed by the reduction that reads it
-      for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j]);
+      for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j], &uses);
       body << " = _ax_launch" << it->second << "(";
       for (size_t j = 0; j < grp.inputs.size(); ++j) {
         body << (j ? ", " : "");
         if (auto f = feeds[it->second].find(j); f != feeds[it->second].end()) {
-          body << Var(f->second.op.input) << ", " << AttrExpr(f->second.op.module);
-          if (f->second.stats_in) body << ", " << StatsVar(f->second.k_red);
+          body << Var(f->second.op.input, &uses) << ", " << AttrExpr(f->second.op.module);
+          if (f->second.stats_in) body << ", " << StatsVar(f->second.k_red, &uses);
         } else {
-          body << Var(grp.inputs[j]);
+          body << Var(grp.inputs[j], &uses);
         }
       }
       body << ")";
@@ -379,8 +402,8 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     if (unused.count(static_cast<int>(i))) continue;  // rewritten away
     if (auto it = rnorm_of.find(static_cast<int>(i)); it != rnorm_of.end()) {
       const RowNormOp& op = rnorms[it->second].second;
-      body << v << " = _ax_rnorm" << it->second << "(" << Var(op.input);
-      if (op.weight == RowNormOp::Weight::kNode) body << ", " << Var(op.weight_ref);
+      body << v << " = _ax_rnorm" << it->second << "(" << Var(op.input, &uses);
+      if (op.weight == RowNormOp::Weight::kNode) body << ", " << Var(op.weight_ref, &uses);
       if (op.weight == RowNormOp::Weight::kModule) body << ", " << AttrExpr(op.weight_ref) << ".weight";
       body << ")";
       end_statement();
@@ -388,15 +411,15 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = attn_of.find(static_cast<int>(i)); it != attn_of.end()) {
       const AttentionOp& op = s.attns[it->second].second;
-      body << v << " = _ax_attn" << it->second << "(" << Var(op.q) << ", " << Var(op.k) << ", " << Var(op.v)
-           << (op.mask.empty() ? "" : ", " + Var(op.mask)) << ")";
+      body << v << " = _ax_attn" << it->second << "(" << Var(op.q, &uses) << ", " << Var(op.k, &uses) << ", " << Var(op.v, &uses)
+           << (op.mask.empty() ? "" : ", " + Var(op.mask, &uses)) << ")";
       end_statement();
       continue;
     }
     if (auto it = rnn_of.find(static_cast<int>(i)); it != rnn_of.end()) {
       const RnnOp& op = s.rnns[it->second].second;
-      auto state = [&](const std::string& node) { return node.empty() ? std::string("None") : Var(node); };
-      body << v << " = _ax_rnn" << it->second << "(" << Var(op.x) << ", " << state(op.h0) << ", "
+      auto state = [&](const std::string& node) { return node.empty() ? std::string("None") : Var(node, &uses); };
+      body << v << " = _ax_rnn" << it->second << "(" << Var(op.x, &uses) << ", " << state(op.h0) << ", "
            << (op.mode == "LSTM" ? state(op.c0) + ", " : "") << AttrExpr(op.module) << ")";
       end_statement();
       continue;
@@ -406,7 +429,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       const auto c = s.column_of.find(it->second);
       if (c != s.column_of.end() && c->second.has_post()) continue;  // launched with that group
       if (c != s.column_of.end()) {
-        body << Var(g.nodes[reds[c->second.red].first].name);  // only the reduction over its columns is stored
+        body << Var(g.nodes[reds[c->second.red].first].name, &uses);  // only the reduction over its columns is stored
       } else {
         body << v;
       }
@@ -416,9 +439,9 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && linred_of.count(it->second)) {
       const LinearReduce& lr = s.linreds[linred_of.at(it->second)];
-      body << v << " = _ax_linred" << linred_of.at(it->second) << "(" << Var(lr.gemm.input) << ", "
+      body << v << " = _ax_linred" << linred_of.at(it->second) << "(" << Var(lr.gemm.input, &uses) << ", "
            << AttrExpr(lr.gemm.module);
-      for (const auto& o : lr.operands) body << ", " << Var(o);
+      for (const auto& o : lr.operands) body << ", " << Var(o, &uses);
       body << ")";
       end_statement();
       continue;
@@ -434,10 +457,10 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     }
     if (auto it = red_of.find(static_cast<int>(i)); it != red_of.end() && sib_of.count(it->second)) {
       body << v;
-      for (size_t m : sib_of.at(it->second)) body << ", " << Var(g.nodes[reds[m].first].name);
+      for (size_t m : sib_of.at(it->second)) body << ", " << Var(g.nodes[reds[m].first].name, &uses);
       body << " = _ax_red" << it->second << "(";
       const auto& ins = sib_inputs.at(it->second);
-      for (size_t j = 0; j < ins.size(); ++j) body << (j ? ", " : "") << Var(ins[j]);
+      for (size_t j = 0; j < ins.size(); ++j) body << (j ? ", " : "") << Var(ins[j], &uses);
       body << ")";
       end_statement();
       continue;
@@ -447,13 +470,13 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       body << v << " = _ax_red" << it->second << "(";
       if (auto p = prologue_of.find(it->second); p != prologue_of.end()) {
         const Group& grp = groups[p->second];
-        for (size_t j = 0; j < grp.inputs.size(); ++j) body << (j ? ", " : "") << Var(grp.inputs[j]);
+        for (size_t j = 0; j < grp.inputs.size(); ++j) body << (j ? ", " : "") << Var(grp.inputs[j], &uses);
       } else {
-        body << Var(op.input);
+        body << Var(op.input, &uses);
       }
       if (op.kind == "norm") body << ", " << AttrExpr(op.module);
-      if (s.conv_of_stats.count(it->second)) body << ", " << StatsVar(it->second);
-      if (op.kind == "xent") body << ", " << Var(op.target);
+      if (s.conv_of_stats.count(it->second)) body << ", " << StatsVar(it->second, &uses);
+      if (op.kind == "xent") body << ", " << Var(op.target, &uses);
       body << ")";
       end_statement();
       continue;
@@ -470,34 +493,55 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       body << v << " = " << AttrExpr(n.target);
       end_statement();
     } else if (n.op == "call_module") {
-      st = RenderCallArgs(n, 0, &args);
+      st = RenderCallArgs(n, 0, &args, &uses);
       if (!st.ok()) return st;
       body << v << " = " << AttrExpr(n.target) << "(" << args << ")";
       end_statement();
     } else if (n.op == "call_function") {
       if (n.callable.empty()) return Status::Error("no Python name for function " + n.target);
-      st = RenderCallArgs(n, 0, &args);
+      st = RenderCallArgs(n, 0, &args, &uses);
       if (!st.ok()) return st;
       body << v << " = " << n.callable << "(" << args << ")";
       end_statement();
     } else if (n.op == "call_method") {
       if (n.args.empty() || !IsIdent(n.target)) return Status::Error("malformed method call " + n.name);
       std::string self;
-      st = RenderArg(n.args[0], &self);
+      st = RenderArg(n.args[0], &self, &uses);
       if (!st.ok()) return st;
-      st = RenderCallArgs(n, 1, &args);
+      st = RenderCallArgs(n, 1, &args, &uses);
       if (!st.ok()) return st;
       body << v << " = " << self << "." << n.target << "(" << args << ")";
       end_statement();
     } else if (n.op == "output") {
       if (n.args.empty()) return Status::Error("output node without a value");
-      st = RenderArg(n.args[0], &args);
+      st = RenderArg(n.args[0], &args, &uses);
       if (!st.ok()) return st;
       body << "return " << args;
-      end_statement();
+      end_statement(true);
     } else {
       return Status::Error("unknown node kind " + n.op);
     }
+  }
+
+  // Buffers reused across the forward: each variable (other than the
+  // forward's inputs) is deleted right after the last statement that names
+  // it, so the caching allocator (or a CUDA graph's pool, during capture)
+  // hands its memory to the next allocation of the stream instead of keeping
+  // every intermediate alive to the end of the call.
+  std::map<std::string, size_t> last_use;
+  for (size_t i = 0; i < stmts.size(); ++i) {
+    for (const auto& u : stmts[i].uses) last_use[u] = i;
+  }
+  const std::set<std::string> inputs(params.begin(), params.end());
+  PyWriter fwd(2);
+  for (size_t i = 0; i < stmts.size(); ++i) {
+    fwd.Line(stmts[i].text);
+    if (stmts[i].returns) continue;
+    std::string dead;
+    for (const auto& u : stmts[i].uses) {
+      if (last_use[u] == i && !inputs.count(u)) dead += (dead.empty() ? "" : ", ") + u;
+    }
+    if (!dead.empty()) fwd.Line("del " + dead);
   }
 
   std::ostringstream out;

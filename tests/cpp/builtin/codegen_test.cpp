@@ -141,6 +141,29 @@ TEST(Codegen, EmitsKernelsLaunchersAndPlanMarker) {
   EXPECT_EQ(back.sched[1], KernelSchedule());
 }
 
+// Buffers reused across the forward: every variable but the inputs is
+// deleted right after the last statement that names it, and what the forward
+// returns is not.
+TEST(Codegen, VariablesAreDeletedAfterTheirLastUse) {
+  Graph g;
+  ASSERT_TRUE(ParseGraph(BiasReluScaleGraph(), &g).ok());
+  std::string src;
+  ASSERT_TRUE(Generate(g, "class Model: pass\n", Plan(), &src).ok());
+  const size_t at = src.find("    def forward(self, v_x):\n");
+  ASSERT_NE(at, std::string::npos) << src;
+  EXPECT_EQ(src.substr(at),
+            "    def forward(self, v_x):\n"
+            "        v_bias = self.bias\n"
+            "        v_mul = _ax_launch0(v_x, v_bias)\n"
+            "        del v_bias\n"
+            "        v_w = getattr(self.layers, \"0\").weight\n"
+            "        v_matmul = torch.matmul(v_mul, v_w)\n"
+            "        del v_mul, v_w\n"
+            "        v_sigmoid = _ax_launch1(v_matmul)\n"
+            "        del v_matmul\n"
+            "        return v_sigmoid\n");
+}
+
 // A per-channel bias [C, 1, 1] over [N, C, H, W], and a [1, W] row over it.
 TEST(Codegen, BroadcastIndexMergesDimensions) {
   json nodes = json::array();
