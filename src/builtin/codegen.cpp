@@ -171,6 +171,18 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     fused.insert(groups[k].nodes.begin(), groups[k].nodes.end());
   }
 
+  // The outputs a GEMM's or convolution's kernel stores at its flat index, in
+  // order (none when it stores a reduction over its columns instead).
+  auto GemmStores = [&](const FusedKernel& fk) {
+    if (fk.column || fk.stats) return std::vector<std::string>();
+    if (!fk.epilogue.empty()) return groups[fk.epilogue.front()].outputs;
+    return std::vector<std::string>{g.nodes[gemms[fk.index].first].name};
+  };
+  std::map<size_t, const FusedKernel*> gemm_kernel;  // GEMM -> its scheduled kernel
+  for (const FusedKernel& fk : s.kernels) {
+    if (fk.kind == KernelKind::kGemm || fk.kind == KernelKind::kConvolution) gemm_kernel[fk.index] = &fk;
+  }
+
   // The kernels, in the schedule's order.
   std::string kernel_src;
   std::map<size_t, std::vector<std::string>> sib_inputs;  // leader -> its launcher's inputs
@@ -178,9 +190,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     const size_t k = fk.index;
     Status st;
     switch (fk.kind) {
-      case KernelKind::kPointwise:
-        st = EmitGroup(g, groups[k], k, written.For(k), feeds[k], &kernel_src);
+      case KernelKind::kPointwise: {
+        const StoreRemaps rm = s.cats.RemapsOf(groups[k].outputs);
+        st = EmitGroup(g, groups[k], k, written.For(k), feeds[k], &kernel_src, &rm);
         break;
+      }
       case KernelKind::kRowNorm:
         st = EmitRowNorm(rnorms[k].second, k, written.nsched[k], &kernel_src);
         break;
@@ -200,9 +214,10 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
             return Status::Error("a norm whose statistics the convolution cannot compute");
           }
         }
+        const StoreRemaps rm = s.cats.RemapsOf(GemmStores(fk));
         st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
                       fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src,
-                      fk.column ? &tail : nullptr, fk.stats ? &stats : nullptr);
+                      fk.column ? &tail : nullptr, fk.stats ? &stats : nullptr, &rm);
       }
         break;
       case KernelKind::kAttention:
@@ -276,9 +291,56 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
   // The variables the statement being written names (Var's `uses`).
   std::set<std::string> uses;
 
+  std::vector<std::string> params;
+  std::string first_tensor;  // the first tensor input: where constants are rebuilt
+  // The forward's statements, at the depth of `def forward`'s body, each
+  // with the variables it names.
+  struct Statement {
+    std::string text;
+    std::set<std::string> uses;
+    bool returns = false;
+  };
+  std::vector<Statement> stmts;
+  std::ostringstream body;  // the statement being written
+  auto end_statement = [&](bool returns = false) {
+    stmts.push_back({body.str(), std::move(uses), returns});
+    uses.clear();
+    body.str("");
+  };
+
+  // Concatenations written in place (cat_slots.h): the result is allocated
+  // by a statement of its own before the first kernel that stores a piece
+  // into it (on the first input's device), and each such kernel's launch
+  // takes its slice.
+  std::set<size_t> allocated;
+  auto allocate_cat = [&](size_t c) {
+    if (!allocated.insert(c).second) return;
+    const CatOp& cat = s.cats.cats[c];
+    body << Var(g.nodes[cat.node].name, &uses) << " = torch.empty(" << PyShape(cat.shape) << ", device=" << first_tensor
+         << ".device, dtype=" << cat.dtype << ")";
+    end_statement();
+  };
+  auto allocate_cats = [&](const std::vector<std::string>& outputs) {
+    for (const auto& o : outputs) {
+      if (auto it = s.cats.slot_of.find(o); it != s.cats.slot_of.end()) allocate_cat(it->second.cat);
+    }
+  };
+  // The slices a launch stores its remapped outputs into, after its other
+  // arguments, in the order of the outputs (DstParams).
+  auto dst_args = [&](const std::vector<std::string>& outputs) {
+    std::string a;
+    for (const auto& o : outputs) {
+      if (auto it = s.cats.slot_of.find(o); it != s.cats.slot_of.end()) {
+        const CatOp& cat = s.cats.cats[it->second.cat];
+        a += ", " + cat.Slice(Var(g.nodes[cat.node].name, &uses), it->second.piece);
+      }
+    }
+    return a;
+  };
+
   // The launch of GEMM or convolution gk: its input and weight (or module),
   // its epilogue's other inputs, and those of the group run on its column
-  // reduction's value.
+  // reduction's value, then the slices of its outputs written in place.
   auto gemm_call = [&](size_t gk) {
     const GemmOp& op = gemms[gk].second;
     std::string call = "_ax_gemm" + std::to_string(gk) + "(" + Var(op.input, &uses) + ", " + GemmSecond(op, &uses);
@@ -292,7 +354,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         if (in != g.nodes[reds[c->second.red].first].name) call += ", " + Var(in, &uses);
       }
     }
-    return call + ")";
+    return call + dst_args(GemmStores(*gemm_kernel.at(gk))) + ")";
   };
 
   // The norm statistics a convolution's launch returns too (conv_stats.h).
@@ -301,22 +363,6 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     return st == s.stats_of.end() ? std::string() : ", " + StatsVar(st->second, &uses);
   };
 
-  std::vector<std::string> params;
-  std::string first_tensor;  // the first tensor input: where constants are rebuilt
-  // The forward's statements, at the depth of `def forward`'s body.
-  // The forward's statements, each with the variables it names.
-  struct Statement {
-    std::string text;
-    std::set<std::string> uses;
-    bool returns = false;
-  };
-  std::vector<Statement> stmts;
-  std::ostringstream body;  // the statement being written
-  auto end_statement = [&](bool returns = false) {
-    stmts.push_back({body.str(), std::move(uses), returns});
-    uses.clear();
-    body.str("");
-  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const std::string v = Var(n.name);  // written as the statement's target, not a use
@@ -335,6 +381,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         const size_t gk = ge->second;
         const auto c = s.column_of.find(gk);
         if (c != s.column_of.end() && c->second.has_post()) continue;
+        allocate_cats(GemmStores(*gemm_kernel.at(gk)));
         if (c != s.column_of.end()) {
           body << Var(g.nodes[reds[c->second.red].first].name, &uses);  // the reduction's value, computed there too
         } else {
@@ -373,6 +420,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         continue;
       }
       if (inside.count(it->second)) continue;  // computed by the reduction that reads it
+      allocate_cats(grp.outputs);
       for (size_t j = 0; j < grp.outputs.size(); ++j) body << (j ? ", " : "") << Var(grp.outputs[j], &uses);
       body << " = _ax_launch" << it->second << "(";
       for (size_t j = 0; j < grp.inputs.size(); ++j) {
@@ -384,7 +432,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
           body << Var(grp.inputs[j], &uses);
         }
       }
-      body << ")";
+      body << dst_args(grp.outputs) << ")";
       end_statement();
       continue;
     }
@@ -400,6 +448,17 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       continue;
     }
     if (unused.count(static_cast<int>(i))) continue;  // rewritten away
+    if (auto it = s.cats.cat_of_node.find(static_cast<int>(i)); it != s.cats.cat_of_node.end()) {
+      // written in place: the pieces no kernel stored into their slices are copied there
+      const CatOp& cat = s.cats.cats[it->second];
+      allocate_cat(it->second);
+      for (size_t p = 0; p < cat.pieces.size(); ++p) {
+        if (cat.pieces[p].in_place) continue;
+        body << cat.Slice(Var(n.name, &uses), p) << ".copy_(" << Var(cat.pieces[p].node, &uses) << ")";
+        end_statement();
+      }
+      continue;
+    }
     if (auto it = rnorm_of.find(static_cast<int>(i)); it != rnorm_of.end()) {
       const RowNormOp& op = rnorms[it->second].second;
       body << v << " = _ax_rnorm" << it->second << "(" << Var(op.input, &uses);
@@ -428,10 +487,11 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const auto c = s.column_of.find(it->second);
       if (c != s.column_of.end() && c->second.has_post()) continue;  // launched with that group
+      allocate_cats(GemmStores(*gemm_kernel.at(it->second)));
       if (c != s.column_of.end()) {
         body << Var(g.nodes[reds[c->second.red].first].name, &uses);  // only the reduction over its columns is stored
       } else {
-        body << v;
+        body << (s.cats.slot_of.count(n.name) ? Var(n.name, &uses) : v);  // a slice: read by nothing after
       }
       body << stats_lhs(it->second) << " = " << gemm_call(it->second);
       end_statement();

@@ -199,8 +199,12 @@ int64_t ConvPhases(const GemmOp& op) { return PhasesOf(op.conv).count; }
 int64_t ConvRowsPerImage(const GemmOp& op) { return Product(PhasesOf(op.conv).rows); }
 
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
+                const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats,
+                const StoreRemaps* remaps) {
   if (!ConvScheduleValid(op, s)) return Status::Error("a convolution schedule out of range");
+  if ((column || stats) && remaps && !remaps->empty()) {
+    return Status::Error("a convolution's reduction or statistics stored into a concatenation");
+  }
   if (stats && ConvDirect(op)) return Status::Error("norm statistics in a direct convolution's kernel");
   if (stats && (column || !StatsRowsOf(*stats->norm, op, nullptr) || s.bm > ConvRowsPerImage(op))) {
     return Status::Error("norm statistics that the convolution's tiles do not hold");
@@ -341,7 +345,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
             std::string("(rm < M)") + (ph.Any() ? " & orow" : ""), "(rn < NG)[None, :]", "output channels"};
     }
     std::string value;
-    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, &value, !mean_only);
+    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, &value, !mean_only, remaps);
     if (!st.ok()) return st;
     if (stats) EmitTileStatistics(op, ph.Any(), value, &w);
   }
@@ -354,7 +358,7 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       if (i != self) head += ", in" + std::to_string(i);
     }
   }
-  head += ColumnPostSignature(column);
+  head += ColumnPostSignature(column) + DstParams(remaps);
   {
     auto body = l.Open(head + "):");
     l.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
@@ -387,8 +391,8 @@ Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, co
       }
     }
     ColumnPostPrelude(g, column, &l);
-    for (const auto& o : outputs) {
-      l.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      OutputPrelude(&l, outputs[i], i, out_shape, "x.device", "torch.float32", remaps);
     }
     if (stats) EmitStatsAlloc(op, s, &l);
     l.Line("grid = (triton.cdiv(" + S(rows) + ", " + S(s.bm) + ") * triton.cdiv(" + S(ng) + ", " + S(s.bn) + "), " +

@@ -67,6 +67,6 @@ int64_t ConvRowsPerImage(const GemmOp& op);
 // norm statistics, conv_stats.h, the launcher returns (mean, var) last).
 Status EmitConv(const Graph& g, const Node& conv, const GemmOp& op, size_t k, const GemmSchedule& sched,
                 const Group* epilogue, std::string* src, const ColumnTail* column = nullptr,
-                const ConvStatsTail* stats = nullptr);
+                const ConvStatsTail* stats = nullptr, const StoreRemaps* remaps = nullptr);
 
 }  // namespace ax::builtin

@@ -61,6 +61,24 @@ std::string BroadcastIndex(const std::vector<int64_t>& in_shape, const std::vect
 
 }  // namespace
 
+void OutputPrelude(PyWriter* w, const std::string& o, size_t i, const std::vector<int64_t>& shape,
+                   const std::string& device, const std::string& dtype, const StoreRemaps* remaps) {
+  if (!RemapOf(remaps, i)) {
+    w->Line(o + " = torch.empty(" + PyShape(shape) + ", device=" + device + ", dtype=" + dtype + ")");
+    return;
+  }
+  const std::string d = "dst" + std::to_string(i);
+  w->Line("assert list(" + d + ".shape) == " + PyShape(shape) + " and " + d + ".dtype == " + dtype +
+          ", \"a slice of the concatenation\"");
+  w->Line(o + " = " + d + "  # stored into its slice of the concatenation");
+}
+
+std::string DstParams(const StoreRemaps* remaps) {
+  std::string s;
+  for (const auto& [i, r] : remaps ? *remaps : StoreRemaps()) s += ", dst" + std::to_string(i);
+  return s;
+}
+
 size_t FirstTensorInput(const Graph& g, const Group& grp) {
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     if (!g.Find(grp.inputs[i])->is_number) return i;
@@ -105,7 +123,7 @@ void InputLoad(PyWriter* w, const Node& in, const Group& grp, size_t i, const st
 // One kernel and its launcher for group k. The kernel is specialised to the
 // traced shapes (KernelBench tasks have fixed shapes); the launcher checks them.
 Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
-                 const std::map<size_t, NormFeed>& feeds, std::string* kernels) {
+                 const std::map<size_t, NormFeed>& feeds, std::string* kernels, const StoreRemaps* remaps) {
   const size_t first_tensor = FirstTensorInput(g, grp);
   if (first_tensor == grp.inputs.size()) return Status::Error("a kernel without tensor inputs");
   for (const auto& [i, f] : feeds) {
@@ -166,7 +184,8 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
     Status st = RenderGroupOps(g, grp, &kr, &names);
     if (!st.ok()) return st;
     for (size_t i = 0; i < grp.outputs.size(); ++i) {
-      kr.Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(grp.outputs[i]) + ", mask=mask)");
+      kr.Line("tl.store(out" + std::to_string(i) + " + " + StoreIndex("offs", RemapOf(remaps, i)) + ", " +
+              names.at(grp.outputs[i]) + ", mask=mask)");
     }
   }
 
@@ -181,7 +200,7 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
       const std::string si = std::to_string(i);
       args.push_back("in" + si + (f == feeds.end() ? "" : ", mod" + si + (f->second.stats_in ? ", st" + si : "")));
     }
-    auto body = ln.Open("def _ax_launch" + std::to_string(k) + "(" + join(args, ", ") + "):");
+    auto body = ln.Open("def _ax_launch" + std::to_string(k) + "(" + join(args, ", ") + DstParams(remaps) + "):");
     for (size_t i = 0; i < grp.inputs.size(); ++i) {
       const Node& in = *g.Find(grp.inputs[i]);
       const std::string si = std::to_string(i);
@@ -197,9 +216,8 @@ Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedul
               ")");
       ln.Line("in" + si + " = x" + si);
     }
-    for (const auto& o : outs) {
-      ln.Line(o + " = torch.empty(" + PyShape(grp.shape) + ", device=in" + std::to_string(first_tensor) +
-              ".device, dtype=" + grp.dtype + ")");
+    for (size_t i = 0; i < outs.size(); ++i) {
+      OutputPrelude(&ln, outs[i], i, grp.shape, "in" + std::to_string(first_tensor) + ".device", grp.dtype, remaps);
     }
     ln.Line("n = out0.numel()");
     {

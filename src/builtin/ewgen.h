@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "builtin/cat_slots.h"
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
 #include "builtin/plan.h"
@@ -38,8 +39,18 @@ size_t FirstTensorInput(const Graph& g, const Group& grp);
 // (appended to *kernels), specialised to the traced shapes, which the
 // launcher checks; a norm fed to input i (feeds) is applied in the kernel
 // from its statistics (the launcher takes the norm's input and module).
+// Outputs in `remaps` are stored into a slice of a concatenation
+// (cat_slots.h), which the launcher takes as dst<i> after its inputs.
 Status EmitGroup(const Graph& g, const Group& grp, size_t k, const KernelSchedule& ks,
-                 const std::map<size_t, NormFeed>& feeds, std::string* kernels);
+                 const std::map<size_t, NormFeed>& feeds, std::string* kernels, const StoreRemaps* remaps = nullptr);
+
+// A launcher's line(s) making kernel output `o` (output i) of that shape and
+// dtype on `device`: a new tensor, or its slice dst<i> (checked) where the
+// output is remapped.
+void OutputPrelude(PyWriter* w, const std::string& o, size_t i, const std::vector<int64_t>& shape,
+                   const std::string& device, const std::string& dtype, const StoreRemaps* remaps);
+// The launcher parameters of the remapped outputs: ", dst<i>" for each.
+std::string DstParams(const StoreRemaps* remaps);
 
 // Groups smaller than this index with int32 arithmetic.
 inline constexpr int64_t kInt32Elements = (int64_t{1} << 31) - (int64_t{1} << 20);

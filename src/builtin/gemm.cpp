@@ -90,11 +90,11 @@ void AppendKernelInputs(const Group* epi, size_t self, const ColumnTail* column,
 }
 
 Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWriter* w, const ColumnStore* column,
-                            std::string* value, bool store) {
+                            std::string* value, bool store, const StoreRemaps* remaps) {
   if (value) *value = "acc";
   if (!epi) {
     if (column) return EmitColumnReduction(g, *column, "acc", w);
-    if (store) w->Line("tl.store(out0 + offs, acc, mask=mask)");
+    if (store) w->Line("tl.store(out0 + " + StoreIndex("offs", RemapOf(remaps, 0)) + ", acc, mask=mask)");
     return Status::Ok();
   }
   std::map<std::string, std::string> names;
@@ -115,15 +115,18 @@ Status EmitAccumulatorStore(const Graph& g, const Group* epi, size_t self, PyWri
     return EmitColumnReduction(g, *column, names.at(epi->outputs[0]), w);
   }
   for (size_t i = 0; store && i < epi->outputs.size(); ++i) {
-    w->Line("tl.store(out" + std::to_string(i) + " + offs, " + names.at(epi->outputs[i]) + ", mask=mask)");
+    w->Line("tl.store(out" + std::to_string(i) + " + " + StoreIndex("offs", RemapOf(remaps, i)) + ", " +
+            names.at(epi->outputs[i]) + ", mask=mask)");
   }
   if (value) *value = names.at(epi->outputs[0]);
   return Status::Ok();
 }
 
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& s,
-                const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats) {
-  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column, stats);
+                const Group* epi, std::string* src, const ColumnTail* column, const ConvStatsTail* stats,
+                const StoreRemaps* remaps) {
+  if (op.IsConv()) return EmitConv(g, linear, op, k, s, epi, src, column, stats, remaps);
+  if (column && remaps && !remaps->empty()) return Status::Error("a column reduction stored into a concatenation");
   if (stats) return Status::Error("norm statistics in a matrix product's kernel");
   if (!s.ValidForDot()) return Status::Error("a GEMM schedule out of range");
   if (column && (!ReducesColumns(*column->op, op) || s.bn < op.N)) {
@@ -199,7 +202,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     w.Line(wide ? "offs = rm.to(tl.int64)[:, None] * N + rn[None, :]" : "offs = rm[:, None] * N + rn[None, :]");
     ColumnStore cs;
     if (column) cs = {*column, "rm", "rm < M", "(rn < N)[None, :]"};
-    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr);
+    Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, nullptr, true, remaps);
     if (!st.ok()) return st;
   }
   w.Line().Line();
@@ -210,7 +213,7 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
         if (i != self) sig += ", in" + std::to_string(i);
       }
     }
-    sig += ColumnPostSignature(column);
+    sig += ColumnPostSignature(column) + DstParams(remaps);
     auto launcher = w.Open("def _ax_gemm" + std::to_string(k) + "(" + sig + "):");
     w.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
     w.Line("a = x if x.dim() == 2 else x.reshape(" + S(op.M) + ", " + S(op.K) + ")");
@@ -227,8 +230,8 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
       }
     }
     ColumnPostPrelude(g, column, &w);
-    for (const auto& o : outputs) {
-      w.Line(o + " = torch.empty(" + PyShape(out_shape) + ", device=x.device, dtype=torch.float32)");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      OutputPrelude(&w, outputs[i], i, out_shape, "x.device", "torch.float32", remaps);
     }
     w.Line("grid = (triton.cdiv(" + S(op.M) + ", " + std::to_string(s.bm) + ") * triton.cdiv(" + S(op.N) + ", " +
            std::to_string(s.bn) + "),)");

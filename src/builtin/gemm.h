@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "builtin/cat_slots.h"
 #include "builtin/fuse.h"
 #include "builtin/graph.h"
 #include "builtin/pywriter.h"
@@ -78,9 +79,11 @@ struct ColumnStore;
 struct ColumnTail;
 // *value (when given) names the variable holding the stored tile of the
 // epilogue's first output (or acc). store false: the tile is computed but
-// not stored (what follows in the kernel reads *value).
+// not stored (what follows in the kernel reads *value). Outputs in remaps
+// are stored into their slice of a concatenation (cat_slots.h).
 Status EmitAccumulatorStore(const Graph& g, const Group* epilogue, size_t self, PyWriter* w,
-                            const ColumnStore* column = nullptr, std::string* value = nullptr, bool store = true);
+                            const ColumnStore* column = nullptr, std::string* value = nullptr, bool store = true,
+                            const StoreRemaps* remaps = nullptr);
 
 // A GEMM kernel's outputs (out<i>): the epilogue's, or C; with a column
 // reduction, its value or the outputs of the group after it.
@@ -98,10 +101,11 @@ void AppendKernelInputs(const Group* epilogue, size_t self, const ColumnTail* co
 // takes the group after the reduction's other inputs too and returns the
 // reduction's value, or that group's outputs. With norm statistics
 // (conv_stats.h, convolutions only) it returns (mean, var) of the norm's rows
-// after its outputs.
+// after its outputs. Outputs in remaps are stored into their slice of a
+// concatenation, which the launcher takes as dst<i> after its other arguments.
 struct ConvStatsTail;
 Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, const GemmSchedule& sched,
                 const Group* epilogue, std::string* src, const ColumnTail* column = nullptr,
-                const ConvStatsTail* stats = nullptr);
+                const ConvStatsTail* stats = nullptr, const StoreRemaps* remaps = nullptr);
 
 }  // namespace ax::builtin

@@ -300,7 +300,29 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
     }
     s.kernels.push_back(std::move(fk));
   }
+
+  // Concatenations whose pieces these kernels store in place.
+  bool device_input = false;
+  for (const Node& n : g.nodes) device_input = device_input || (n.op == "placeholder" && n.is_tensor);
+  s.cats = FormCatSlots(g, FlatStores(g, s), device_input);
   return s;
+}
+
+std::set<std::string> FlatStores(const Graph& g, const FusedSchedule& s) {
+  std::set<std::string> out;
+  for (const FusedKernel& k : s.kernels) {
+    if (k.kind == KernelKind::kPointwise) {
+      out.insert(s.groups[k.index].outputs.begin(), s.groups[k.index].outputs.end());
+    } else if ((k.kind == KernelKind::kGemm || k.kind == KernelKind::kConvolution) && !k.column && !k.stats) {
+      if (k.epilogue.empty()) {
+        out.insert(g.nodes[s.gemms[k.index].first].name);
+      } else {
+        const Group& e = s.groups[k.epilogue.front()];
+        out.insert(e.outputs.begin(), e.outputs.end());
+      }
+    }
+  }
+  return out;
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "builtin/cat_slots.h"
 #include "builtin/fuse.h"
 #include "builtin/gemm.h"
 #include "builtin/conv_stats.h"
@@ -123,6 +124,8 @@ struct FusedSchedule {
   // The launched kernels in emission order: pointwise groups, row norms,
   // GEMMs and convolutions, reductions.
   std::vector<FusedKernel> kernels;
+  // The concatenations whose pieces launched kernels store in place.
+  CatSlots cats;
   // The plan with every launched kernel's tile configuration filled in, and
   // those of kernels that are not launched at their defaults.
   Plan resolved;
@@ -135,6 +138,11 @@ struct FusedSchedule {
 
 // The fused kernels of g under plan.
 FusedSchedule Schedule(const Graph& g, const Plan& plan);
+
+// The tensors that s's launched kernels store at their flat index: the
+// outputs of elementwise kernels, and of GEMMs and convolutions (their
+// epilogue's, or their own) that store no reduction over their columns.
+std::set<std::string> FlatStores(const Graph& g, const FusedSchedule& s);
 
 // A scheduled kernel as a GPU profile names its Triton kernels:
 // `_ax_kernel<k>` (pointwise group k), `_ax_red<k>...` (reduction k, or the

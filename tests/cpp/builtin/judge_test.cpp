@@ -706,7 +706,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
                           "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py",
                           "tests/corpus/builtin/depthwise_convs.py", "tests/corpus/builtin/conv_pools.py",
-                          "tests/corpus/builtin/conv_means.py"}) {
+                          "tests/corpus/builtin/conv_means.py", "tests/corpus/builtin/cat_in_place.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1369,6 +1369,37 @@ TEST_F(BuiltinJudge, PoolingsRunInTheConvolutionKernel) {
     EXPECT_GE(small.resolved.gsched[k].bm, PoolWindowSize(small.reds[f.red].second)) << "a tile holds whole windows";
   }
   AllPlansPass("tests/corpus/builtin/conv_pools.py", 1);  // every large step, and a small one, through the proposer
+}
+// Concatenations written in place (cat_slots.h): with generated GEMMs and
+// convolutions, every piece that a kernel stores and the concatenation alone
+// reads goes straight into its slice: the fire module's two ReLU epilogues,
+// a convolution without an epilogue, the stack's three outputs of one
+// elementwise kernel, a Linear's two epilogue outputs, a slice over the
+// first dimension and a Linear's own output. The input, the tensor read
+// twice and the library call's result are copied. Every large-step plan,
+// cuDNN's and the CUDA graph's included, and a small step are correct.
+TEST_F(BuiltinJudge, ConcatenationsAreWrittenInPlace) {
+  TaskRef t = Task("tests/corpus/builtin/cat_in_place.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = plan.conv = true;
+  const FusedSchedule s = Schedule(g, plan);
+  EXPECT_EQ(s.cats.cats.size(), 6u);
+  EXPECT_EQ(s.cats.slot_of.size(), 2u + 1 + 3 + 2 + 1 + 2);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, "torch.cat("), 0u) << forward;
+  EXPECT_EQ(Occurrences(forward, "torch.stack("), 0u) << forward;
+  EXPECT_EQ(Occurrences(forward, ".copy_("), 3u) << "x, sigmoid(x) and cos(z)\n" << forward;
+  EXPECT_EQ(Occurrences(src, "# stored into its slice of the concatenation"), 11u) << src;
+  ConvVariantsPass(t, g, plan, 3, src);
+  // convolutions by cuDNN: the ReLUs after them still store into the slices
+  const FusedSchedule lib = Schedule(g, Plan());
+  EXPECT_EQ(lib.cats.cats.size(), 5u) << "the convolution beside x is a library call";
+  EXPECT_EQ(lib.cats.slot_of.count("relu") + lib.cats.slot_of.count("relu_1"), 2u);
+  AllPlansPass("tests/corpus/builtin/cat_in_place.py", 1);
 }
 // Means over every position of a convolution's output (global average
 // pools) take the merged partial means of the convolution's kernel (plan
