@@ -19,6 +19,26 @@ bool GemmSchedule::Valid() const {
 
 bool GemmSchedule::ValidForDot() const { return Valid() && bm <= 256 && bn >= 16; }
 
+GemmSchedule DefaultBatchedSchedule(const GemmOp& op) {
+  auto fit = [](int64_t v, int lo, int hi) {
+    int p = lo;
+    while (p < hi && p < v) p *= 2;
+    return p;
+  };
+  GemmSchedule s;
+  s.bm = fit(op.M, 16, 128);
+  s.bn = fit(op.N, 16, 128);
+  s.bk = fit(op.K, 16, 64);
+  s.warps = s.bm * s.bn >= 128 * 64 ? 8 : 4;
+  return s;
+}
+
+int64_t GemmOp::Batch() const {
+  int64_t b = 1;
+  for (int64_t d : batch) b *= d;
+  return b;
+}
+
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   if (!n.is_tensor || n.dtype != "torch.float32") return false;
   auto tensor_arg = [&](size_t i) -> const Node* {
@@ -45,6 +65,29 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
     op.has_bias = AttrOr(attrs, "bias", false);
     if (op.has_bias && (!params.contains("bias") || params["bias"].value("dtype", "") != "torch.float32")) return false;
     op.module = n.target;
+  } else if (const Node* y = tensor_arg(1);
+             y && y->shape.size() >= 3 && n.args.size() == 2 &&
+             ((n.op == "call_function" && (n.callable == "torch.matmul" || n.callable == "torch.bmm" ||
+                                           n.callable == "operator.matmul")) ||
+              (n.op == "call_method" && (n.target == "matmul" || n.target == "bmm")))) {
+    // a batched product: x [B..., M, K] @ y [B..., K, N], the same batch dimensions
+    const size_t r = y->shape.size();
+    if (x->shape.size() != r || y->shape[r - 2] != op.K) return false;
+    if ((n.callable == "torch.bmm" || n.target == "bmm") && r != 3) return false;
+    op.batch.assign(x->shape.begin(), x->shape.end() - 2);
+    if (std::vector<int64_t>(y->shape.begin(), y->shape.end() - 2) != op.batch) return false;
+    if (op.Batch() <= 0 || op.Batch() > 65535) return false;
+    op.linear = false;
+    op.other = y->name;
+    op.M = x->shape[r - 2];
+    op.N = y->shape[r - 1];
+    op.in_shape = x->shape;
+    op.out_shape = x->shape;
+    op.out_shape.back() = op.N;
+    if (n.shape != op.out_shape || op.M <= 0 || op.N <= 0 || op.K <= 0) return false;
+    op.input = x->name;
+    *out = std::move(op);
+    return true;
   } else if ((n.op == "call_function" &&
               (n.callable == "torch.matmul" || n.callable == "torch.mm" || n.callable == "operator.matmul")) ||
              (n.op == "call_method" && (n.target == "matmul" || n.target == "mm"))) {
@@ -138,8 +181,10 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     if (pos == epi->inputs.end() || epi->shape != op.out_shape) return Status::Error("an epilogue that does not read C");
     self = static_cast<size_t>(pos - epi->inputs.begin());
   }
-  const int64_t numel = op.M * op.N;
+  const int64_t numel = op.Batch() * op.M * op.N;
   const bool wide = numel >= kInt32Elements;
+  const bool batched = op.Batched();
+  if (batched && column) return Status::Error("a column reduction in a batched product's kernel");
   auto S = [](int64_t v) { return std::to_string(v); };
   std::vector<std::string> params = {"a", "b", "bias"};
   const std::vector<std::string> outputs = KernelOutputs(epi, column);
@@ -154,11 +199,14 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     std::string sig;
     for (const auto& p : params) sig += p + ", ";
     auto kernel = w.Open("def " + kname + "(" + sig +
-                         "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr, SAK: tl.constexpr, "
+                         "M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, " +
+                         (batched ? "SAB: tl.constexpr, SBB: tl.constexpr, " : "") +
+                         "SAM: tl.constexpr, SAK: tl.constexpr, "
                          "SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
                          "GROUP_M: tl.constexpr):");
     std::string what = std::string("# C = A @ B") + (op.has_bias ? " + bias" : "") + " (A [M, K], B [K, N]" +
                        (op.linear ? " = the Linear's weight transposed" : "") +
+                       (batched ? ", one product per batch (program axis 1)" : "") +
                        ", read through their strides), fp32 accumulation, split-TF32 (3-pass) products";
     if (epi) {
       what += "; epilogue: ";
@@ -180,6 +228,11 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     w.Line("rn = pid_n * BN + tl.arange(0, BN)");
     w.Line("rk = tl.arange(0, BK)");
     w.Line("# rows and columns past the edge wrap around (valid addresses); their results are not stored");
+    if (batched) {
+      w.Line("pb = tl.program_id(1)  # the batch");
+      w.Line("a = a + pb.to(tl.int64) * SAB");
+      w.Line("b = b + pb.to(tl.int64) * SBB");
+    }
     w.Line("a_ptr = a + (rm % M).to(tl.int64)[:, None] * SAM + rk[None, :] * SAK");
     w.Line("b_ptr = b + rk[:, None] * SBK + (rn % N).to(tl.int64)[None, :] * SBN");
     w.Line("acc = tl.zeros((BM, BN), dtype=tl.float32)");
@@ -199,7 +252,8 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     }
     if (op.has_bias) w.Line("acc += tl.load(bias + rn % N)[None, :]");
     w.Line("mask = (rm[:, None] < M) & (rn[None, :] < N)");
-    w.Line(wide ? "offs = rm.to(tl.int64)[:, None] * N + rn[None, :]" : "offs = rm[:, None] * N + rn[None, :]");
+    const std::string row = batched ? "(pb * M + rm)" : "rm";  // the row of C (of all batches)
+    w.Line(wide ? "offs = " + row + ".to(tl.int64)[:, None] * N + rn[None, :]" : "offs = " + row + "[:, None] * N + rn[None, :]");
     ColumnStore cs;
     if (column) cs = {*column, "rm", "rm < M", "(rn < N)[None, :]"};
     Status st = EmitAccumulatorStore(g, epi, self, &w, column ? &cs : nullptr, nullptr, true, remaps);
@@ -216,11 +270,21 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
     sig += ColumnPostSignature(column) + DstParams(remaps);
     auto launcher = w.Open("def _ax_gemm" + std::to_string(k) + "(" + sig + "):");
     w.Line("assert list(x.shape) == " + PyShape(op.in_shape) + ", \"the kernel was generated for the traced shapes\"");
-    w.Line("a = x if x.dim() == 2 else x.reshape(" + S(op.M) + ", " + S(op.K) + ")");
+    if (batched) {
+      // the batch dimensions as one (a view where they are laid out as one)
+      std::vector<int64_t> yshape = op.batch;
+      yshape.push_back(op.K);
+      yshape.push_back(op.N);
+      w.Line("assert list(y.shape) == " + PyShape(yshape));
+      w.Line("a = x.reshape(" + S(op.Batch()) + ", " + S(op.M) + ", " + S(op.K) + ")");
+      w.Line("b = y.reshape(" + S(op.Batch()) + ", " + S(op.K) + ", " + S(op.N) + ")");
+    } else {
+      w.Line("a = x if x.dim() == 2 else x.reshape(" + S(op.M) + ", " + S(op.K) + ")");
+    }
     if (op.linear) {
       w.Line("assert list(mod.weight.shape) == [" + S(op.N) + ", " + S(op.K) + "]");
       w.Line("b = mod.weight.t()");
-    } else {
+    } else if (!batched) {
       w.Line("assert list(y.shape) == [" + S(op.K) + ", " + S(op.N) + "]");
       w.Line("b = y");
     }
@@ -234,11 +298,13 @@ Status EmitGemm(const Graph& g, const Node& linear, const GemmOp& op, size_t k, 
       OutputPrelude(&w, outputs[i], i, out_shape, "x.device", "torch.float32", remaps);
     }
     w.Line("grid = (triton.cdiv(" + S(op.M) + ", " + std::to_string(s.bm) + ") * triton.cdiv(" + S(op.N) + ", " +
-           std::to_string(s.bn) + "),)");
+           std::to_string(s.bn) + ")," + (batched ? " " + S(op.Batch()) : "") + ")");
     std::string call = kname + "[grid](a, b, " + (op.has_bias ? "mod.bias" : "b");
     for (size_t i = 3; i < params.size(); ++i) call += ", " + params[i];
+    const int o = batched ? 1 : 0;  // the first matrix dimension's position in a and b
     call += ", M=" + S(op.M) + ", N=" + S(op.N) + ", K=" + S(op.K) +
-            ", SAM=a.stride(0), SAK=a.stride(1), SBK=b.stride(0), SBN=b.stride(1), BM=" + std::to_string(s.bm) +
+            (batched ? ", SAB=a.stride(0), SBB=b.stride(0)" : "") + ", SAM=a.stride(" + S(o) + "), SAK=a.stride(" +
+            S(o + 1) + "), SBK=b.stride(" + S(o) + "), SBN=b.stride(" + S(o + 1) + "), BM=" + std::to_string(s.bm) +
             ", BN=" + std::to_string(s.bn) + ", BK=" + std::to_string(s.bk) + ", GROUP_M=" + std::to_string(s.group_m) +
             ", num_warps=" + std::to_string(s.warps) + ", num_stages=" + std::to_string(s.stages) + ")";
     w.Line(call);

@@ -3,8 +3,11 @@
 //
 // An `nn.Linear` on a float32 input x [..., K] is C = A @ W^T (+ b) with
 // A = x viewed as [M, K] and W [N, K]; `torch.matmul`, `torch.mm` and `@` of
-// a float32 x [..., K] and a 2-d y [K, N] are C = A @ y. Operands are read
-// through their strides (a transposed view is not copied). The kernel tiles C in BM x BN blocks
+// a float32 x [..., K] and a 2-d y [K, N] are C = A @ y. Batched products
+// (`torch.bmm`, and `torch.matmul` or `@` of x [B..., M, K] and y [B..., K, N]
+// with the same batch dimensions) are one such product per batch, the batch
+// on program axis 1. Operands are read through their strides (a transposed
+// view is not copied). The kernel tiles C in BM x BN blocks
 // (grouped by GROUP_M along M for L2 reuse), walks K in BK steps and
 // accumulates in fp32. Products use Triton's "tf32x3" input precision: each
 // fp32 operand is split into a TF32 head and a TF32 tail and three
@@ -42,13 +45,16 @@ struct GemmOp {
   std::string weight, bias;  // a functional convolution's weight and bias nodes (bias "": none)
   ConvGeometry conv;   // a convolution (conv.h): M, N and K are per group
   std::string other;   // matmul: the node y
-  int64_t M = 0, K = 0, N = 0;
+  int64_t M = 0, K = 0, N = 0;  // a batched product's: per batch
+  std::vector<int64_t> batch;     // a batched product's batch dimensions (none: not batched)
   bool has_bias = false;
   std::vector<int64_t> in_shape, out_shape;
   // A tap-major convolution reads its input in the input's own (channels-
   // first) layout instead of a channels-last copy (plan conv_native).
   bool conv_native = false;
   bool IsConv() const { return conv.dims > 0; }
+  bool Batched() const { return !batch.empty(); }
+  int64_t Batch() const;  // the product of the batch dimensions (1 when not batched)
 };
 
 struct GemmSchedule {
@@ -63,8 +69,15 @@ struct GemmSchedule {
   bool ValidForDot() const;
 };
 
-// True when node n is an nn.Linear on a float32 tensor, or a matrix product
-// of a float32 tensor and a 2-d one, that the compiler generates.
+// A first tile configuration for a batched product: tiles no larger than
+// one batch's C needs (16 to 128 along M and N), BK up to 64, 4 warps for
+// tiles under 128 x 64.
+GemmSchedule DefaultBatchedSchedule(const GemmOp& op);
+
+// True when node n is an nn.Linear on a float32 tensor, a matrix product of
+// a float32 tensor and a 2-d one, or a batched product of two float32
+// tensors of the same batch dimensions (at most 65535 batches: program axis
+// 1), that the compiler generates.
 bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out);
 
 // The kernel lines after the accumulation (at w's depth), where `acc` holds

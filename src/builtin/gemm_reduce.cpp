@@ -26,7 +26,7 @@ int64_t Pow2AtLeast(int64_t v) {
 }  // namespace
 
 bool ReducesColumns(const RedOp& r, const GemmOp& op) {
-  if (!ColumnKind(r.kind) || r.in_shape != op.out_shape || op.out_shape.size() < 2) return false;
+  if (!ColumnKind(r.kind) || r.in_shape != op.out_shape || op.out_shape.size() < 2 || op.Batched()) return false;
   const int64_t n = op.IsConv() ? op.conv.cout : op.out_shape.back();
   if (n < 1 || n > kColumnReductionMaxN) return false;
   if (op.IsConv() && op.conv.groups != 1) return false;  // the channels span program axis 1

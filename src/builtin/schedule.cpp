@@ -83,7 +83,7 @@ RnnSchedule RnnScheduleFor(const Plan& plan, size_t k, const RnnOp& op) {
 
 GemmSchedule GemmScheduleFor(const Plan& plan, size_t k, const GemmOp& op) {
   if (k < plan.gsched.size()) return plan.gsched[k];
-  return op.IsConv() ? DefaultConvSchedule(op) : GemmSchedule();
+  return op.IsConv() ? DefaultConvSchedule(op) : op.Batched() ? DefaultBatchedSchedule(op) : GemmSchedule();
 }
 
 int CountLinearReductions(const Graph& g) {

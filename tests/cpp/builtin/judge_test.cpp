@@ -706,7 +706,8 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/attention.py", "tests/corpus/builtin/explicit_attention.py",
                           "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py",
                           "tests/corpus/builtin/depthwise_convs.py", "tests/corpus/builtin/conv_pools.py",
-                          "tests/corpus/builtin/conv_means.py", "tests/corpus/builtin/cat_in_place.py"}) {
+                          "tests/corpus/builtin/conv_means.py", "tests/corpus/builtin/cat_in_place.py",
+                          "tests/corpus/builtin/batched_matmuls.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1369,6 +1370,36 @@ TEST_F(BuiltinJudge, PoolingsRunInTheConvolutionKernel) {
     EXPECT_GE(small.resolved.gsched[k].bm, PoolWindowSize(small.reds[f.red].second)) << "a tile holds whole windows";
   }
   AllPlansPass("tests/corpus/builtin/conv_pools.py", 1);  // every large step, and a small one, through the proposer
+}
+// Batched matrix products (torch.bmm, matmul and @ of operands with the same
+// batch dimensions) are generated GEMMs with one product per batch: with an
+// epilogue, through a transposed view, over two batch dimensions and over a
+// batch of stride 0; a broadcast batch stays PyTorch's. Correct at the
+// default tiles, at 16 x 16 x 8 tiles (ragged edges along M, N and K), and
+// under every large-step plan and a small step.
+TEST_F(BuiltinJudge, BatchedProductsAreGeneratedGemms) {
+  TaskRef t = Task("tests/corpus/builtin/batched_matmuls.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  const auto gemms = FormGemms(g, plan);
+  ASSERT_EQ(gemms.size(), 5u);
+  size_t batched = 0;
+  for (const auto& [i, op] : gemms) batched += op.Batched() ? 1 : 0;
+  EXPECT_EQ(batched, 4u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  EXPECT_EQ(Occurrences(src, "one product per batch (program axis 1)"), 4u) << src;
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, "torch.matmul("), 1u) << "the broadcast batch\n" << forward;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  plan.gsched.assign(gemms.size(), GemmSchedule{16, 16, 8, 1, 4, 2});
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/batched_matmuls.py", 1);
 }
 // Concatenations written in place (cat_slots.h): with generated GEMMs and
 // convolutions, every piece that a kernel stores and the concatenation alone
