@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <set>
 
+#include "builtin/load_rewrite.h"
 #include "builtin/reduce.h"
 
 namespace ax::builtin {
@@ -58,10 +59,6 @@ void CollectNodeRefs(const json& arg, std::vector<std::string>* out) {
   }
 }
 
-namespace {
-
-// The tensor a node argument names among the nodes lowered so far: true and
-// its shape and dtype, false when it names no tensor.
 bool TensorOf(const json& lowered, const json& arg, std::vector<int64_t>* shape, std::string* dtype) {
   if (!arg.is_object() || !arg.contains("node")) return false;
   const std::string name = arg["node"].get<std::string>();
@@ -75,13 +72,14 @@ bool TensorOf(const json& lowered, const json& arg, std::vector<int64_t>* shape,
   return false;
 }
 
-// A node name `<base>_<suffix>` not yet taken (recorded in *names).
 std::string FreshName(std::set<std::string>* names, const std::string& base, const std::string& suffix) {
   std::string n = base + "_" + suffix;
   while (names->count(n)) n += "_";
   names->insert(n);
   return n;
 }
+
+namespace {
 
 // nn.TripletMarginLoss / F.triplet_margin_loss (p = 2, no swap) on anchor,
 // positive and negative of one shape [..., D]: each distance is
@@ -466,7 +464,7 @@ json LowerAtLoad(const json& nodes) {
     json tri = json::array();
     if (LowerTriplet(jn, out, &names, &tri) || LowerCrossEntropy(jn, out, &tri) ||
         LowerGlobalAvgPool(jn, out, &tri) || LowerEvalBatchNorm(jn, out, &names, &tri, &front) ||
-        LowerNorm(jn, out, &names, &tri)) {
+        LowerNorm(jn, out, &names, &tri) || LowerEinsum(jn, out, &names, &tri)) {
       for (auto& t : tri) out.push_back(std::move(t));
       continue;
     }

@@ -707,7 +707,7 @@ TEST_F(BuiltinJudge, GeneratedKernelsCompileForTheGpu) {
                           "tests/corpus/builtin/recurrent_modules.py", "tests/corpus/builtin/conv_norm_stats.py",
                           "tests/corpus/builtin/depthwise_convs.py", "tests/corpus/builtin/conv_pools.py",
                           "tests/corpus/builtin/conv_means.py", "tests/corpus/builtin/cat_in_place.py",
-                          "tests/corpus/builtin/batched_matmuls.py"}) {
+                          "tests/corpus/builtin/batched_matmuls.py", "tests/corpus/builtin/einsums.py"}) {
     TaskRef t = Task(rel);
     Graph g;
     ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
@@ -1400,6 +1400,27 @@ TEST_F(BuiltinJudge, BatchedProductsAreGeneratedGemms) {
   v = Run(t, src);
   EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
   AllPlansPass("tests/corpus/builtin/batched_matmuls.py", 1);
+}
+// Two-operand einsums are lowered at load to permutes, reshapes and a
+// (batched) product: four of the corpus's become generated GEMMs (one with
+// a ReLU epilogue); the outer product, the matrix-vector product and the
+// product of three stay einsum calls. Every large-step plan and a small step
+// are correct.
+TEST_F(BuiltinJudge, EinsumsBecomeGeneratedGemms) {
+  TaskRef t = Task("tests/corpus/builtin/einsums.py");
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(Traced(t, &g));
+  Plan plan;
+  plan.gemm = true;
+  EXPECT_EQ(FormGemms(g, plan).size(), 4u);
+  std::string src;
+  ASSERT_TRUE(Generate(g, t.source, plan, &src).ok());
+  const std::string forward = src.substr(src.find("class ModelNew"));
+  EXPECT_EQ(Occurrences(forward, "einsum("), 3u) << forward;
+  EXPECT_EQ(Occurrences(forward, " = _ax_gemm"), 4u) << forward;
+  Verdict v = Run(t, src);
+  EXPECT_TRUE(v.correct) << v.status << " " << v.error << "\n" << src;
+  AllPlansPass("tests/corpus/builtin/einsums.py", 1);
 }
 // Concatenations written in place (cat_slots.h): with generated GEMMs and
 // convolutions, every piece that a kernel stores and the concatenation alone
