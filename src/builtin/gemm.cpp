@@ -81,13 +81,6 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
     op.other = y->name;
     op.M = x->shape[r - 2];
     op.N = y->shape[r - 1];
-    op.in_shape = x->shape;
-    op.out_shape = x->shape;
-    op.out_shape.back() = op.N;
-    if (n.shape != op.out_shape || op.M <= 0 || op.N <= 0 || op.K <= 0) return false;
-    op.input = x->name;
-    *out = std::move(op);
-    return true;
   } else if ((n.op == "call_function" &&
               (n.callable == "torch.matmul" || n.callable == "torch.mm" || n.callable == "operator.matmul")) ||
              (n.op == "call_method" && (n.target == "matmul" || n.target == "mm"))) {
@@ -101,8 +94,10 @@ bool ClassifyGemm(const Graph& g, const Node& n, GemmOp* out) {
   } else {
     return false;
   }
-  op.M = 1;
-  for (size_t i = 0; i + 1 < x->shape.size(); ++i) op.M *= x->shape[i];
+  if (!op.Batched()) {  // x's leading dimensions as the rows
+    op.M = 1;
+    for (size_t i = 0; i + 1 < x->shape.size(); ++i) op.M *= x->shape[i];
+  }
   op.in_shape = x->shape;
   op.out_shape = x->shape;
   op.out_shape.back() = op.N;
