@@ -171,13 +171,6 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
     fused.insert(groups[k].nodes.begin(), groups[k].nodes.end());
   }
 
-  // The outputs a GEMM's or convolution's kernel stores at its flat index, in
-  // order (none when it stores a reduction over its columns instead).
-  auto GemmStores = [&](const FusedKernel& fk) {
-    if (fk.column || fk.stats) return std::vector<std::string>();
-    if (!fk.epilogue.empty()) return groups[fk.epilogue.front()].outputs;
-    return std::vector<std::string>{g.nodes[gemms[fk.index].first].name};
-  };
   std::map<size_t, const FusedKernel*> gemm_kernel;  // GEMM -> its scheduled kernel
   for (const FusedKernel& fk : s.kernels) {
     if (fk.kind == KernelKind::kGemm || fk.kind == KernelKind::kConvolution) gemm_kernel[fk.index] = &fk;
@@ -214,7 +207,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
             return Status::Error("a norm whose statistics the convolution cannot compute");
           }
         }
-        const StoreRemaps rm = s.cats.RemapsOf(GemmStores(fk));
+        const StoreRemaps rm = s.cats.RemapsOf(FlatOutputs(g, s, fk));
         st = EmitGemm(g, g.nodes[gemms[k].first], gemms[k].second, k, written.GemmFor(k),
                       fk.epilogue.empty() ? nullptr : &groups[fk.epilogue.front()], &kernel_src,
                       fk.column ? &tail : nullptr, fk.stats ? &stats : nullptr, &rm);
@@ -354,7 +347,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         if (in != g.nodes[reds[c->second.red].first].name) call += ", " + Var(in, &uses);
       }
     }
-    return call + dst_args(GemmStores(*gemm_kernel.at(gk))) + ")";
+    return call + dst_args(FlatOutputs(g, s, *gemm_kernel.at(gk))) + ")";
   };
 
   // The norm statistics a convolution's launch returns too (conv_stats.h).
@@ -381,7 +374,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
         const size_t gk = ge->second;
         const auto c = s.column_of.find(gk);
         if (c != s.column_of.end() && c->second.has_post()) continue;
-        allocate_cats(GemmStores(*gemm_kernel.at(gk)));
+        allocate_cats(FlatOutputs(g, s, *gemm_kernel.at(gk)));
         if (c != s.column_of.end()) {
           body << Var(g.nodes[reds[c->second.red].first].name, &uses);  // the reduction's value, computed there too
         } else {
@@ -487,7 +480,7 @@ Status Generate(const Graph& g, const std::string& task_source, const Plan& plan
       if (epilogue_of.count(it->second)) continue;  // launched with its epilogue
       const auto c = s.column_of.find(it->second);
       if (c != s.column_of.end() && c->second.has_post()) continue;  // launched with that group
-      allocate_cats(GemmStores(*gemm_kernel.at(it->second)));
+      allocate_cats(FlatOutputs(g, s, *gemm_kernel.at(it->second)));
       if (c != s.column_of.end()) {
         body << Var(g.nodes[reds[c->second.red].first].name, &uses);  // only the reduction over its columns is stored
       } else {

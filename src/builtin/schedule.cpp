@@ -308,19 +308,17 @@ FusedSchedule Schedule(const Graph& g, const Plan& plan) {
   return s;
 }
 
+std::vector<std::string> FlatOutputs(const Graph& g, const FusedSchedule& s, const FusedKernel& k) {
+  if (k.kind == KernelKind::kPointwise) return s.groups[k.index].outputs;
+  if ((k.kind != KernelKind::kGemm && k.kind != KernelKind::kConvolution) || k.column || k.stats) return {};
+  if (!k.epilogue.empty()) return s.groups[k.epilogue.front()].outputs;
+  return {g.nodes[s.gemms[k.index].first].name};
+}
+
 std::set<std::string> FlatStores(const Graph& g, const FusedSchedule& s) {
   std::set<std::string> out;
   for (const FusedKernel& k : s.kernels) {
-    if (k.kind == KernelKind::kPointwise) {
-      out.insert(s.groups[k.index].outputs.begin(), s.groups[k.index].outputs.end());
-    } else if ((k.kind == KernelKind::kGemm || k.kind == KernelKind::kConvolution) && !k.column && !k.stats) {
-      if (k.epilogue.empty()) {
-        out.insert(g.nodes[s.gemms[k.index].first].name);
-      } else {
-        const Group& e = s.groups[k.epilogue.front()];
-        out.insert(e.outputs.begin(), e.outputs.end());
-      }
-    }
+    for (auto& o : FlatOutputs(g, s, k)) out.insert(std::move(o));
   }
   return out;
 }

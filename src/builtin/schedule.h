@@ -139,9 +139,12 @@ struct FusedSchedule {
 // The fused kernels of g under plan.
 FusedSchedule Schedule(const Graph& g, const Plan& plan);
 
-// The tensors that s's launched kernels store at their flat index: the
-// outputs of elementwise kernels, and of GEMMs and convolutions (their
-// epilogue's, or their own) that store no reduction over their columns.
+// The tensors kernel k of s stores at its flat index, in the order of its
+// outputs: an elementwise kernel's outputs, a GEMM's or convolution's (its
+// epilogue's, or its own) when it stores no reduction over its columns or
+// statistics instead; none for other kernels.
+std::vector<std::string> FlatOutputs(const Graph& g, const FusedSchedule& s, const FusedKernel& k);
+// Those of all of s's launched kernels.
 std::set<std::string> FlatStores(const Graph& g, const FusedSchedule& s);
 
 // A scheduled kernel as a GPU profile names its Triton kernels:
